@@ -1,0 +1,33 @@
+import ArgumentParser
+import Logging
+import ServiceLifecycle
+
+/// `claw-gateway run`: the daemon.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run the gateway: MQTT, the game of every machine, the HTTP ingress and API."
+    )
+
+    @OptionGroup var options: ConfigOptions
+
+    func run() async throws {
+        let config = try options.load()
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = config.gateway.logLevel
+            return handler
+        }
+        var logger = Logger(label: "claw-gateway")
+        logger[metadataKey: "gateway.id"] = .string(config.gateway.id)
+        let gateway = try await Gateway.build(config: config, logger: logger)
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: gateway.services,
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        logger.info("Gateway starting", metadata: ["gateway.version": .string(ClawGatewayCommand.version)])
+        try await group.run()
+        logger.info("Gateway stopped")
+    }
+}

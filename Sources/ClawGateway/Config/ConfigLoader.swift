@@ -1,0 +1,307 @@
+import Foundation
+import Logging
+import Protocol
+import Yams
+
+/// Reads `gateway.yaml` into a ``GatewayConfig``, or refuses it as a whole
+/// with every problem listed (SPEC §6).
+enum ConfigLoader {
+    /// Loads and validates the file at `file`. Relative paths inside it are
+    /// resolved against the file's folder.
+    static func load(file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> GatewayConfig {
+        let text: String
+        do {
+            text = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            throw ConfigError(file: file, problems: [ConfigProblem(path: file, message: "cannot be read: \(error.localizedDescription)")])
+        }
+        let folder = URL(fileURLWithPath: file).deletingLastPathComponent().path
+        return try parse(text, file: file, baseDirectory: folder, environment: environment)
+    }
+
+    /// Validates YAML text; `file` only names it in messages.
+    static func parse(_ text: String, file: String, baseDirectory: String, environment: [String: String]) throws(ConfigError) -> GatewayConfig {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch {
+            throw ConfigError(file: file, problems: [syntaxProblem(error, file: file)])
+        }
+        let reader = ConfigReader(environment: environment)
+        let schema = Schema(reader: reader, baseDirectory: baseDirectory)
+        guard let root else {
+            throw ConfigError(file: file, problems: [ConfigProblem(path: file, message: "is empty; see gateway.yaml in the repository for a complete example")])
+        }
+        let config = schema.read(root)
+        guard reader.problems.isEmpty, let config else {
+            throw ConfigError(file: file, problems: reader.problems)
+        }
+        return config
+    }
+
+    private static func syntaxProblem(_ error: any Error, file: String) -> ConfigProblem {
+        switch error {
+        case YamlError.scanner(let context, let problem, let mark, _),
+            YamlError.parser(let context, let problem, let mark, _),
+            YamlError.composer(let context, let problem, let mark, _):
+            let detail = context.map { "\(problem) \($0.text)" } ?? problem
+            return ConfigProblem(path: "\(file):\(mark.line):\(mark.column)", message: "YAML syntax error: \(detail)")
+        case YamlError.duplicatedKeysInMapping(let duplicates, let context):
+            return ConfigProblem(
+                path: "\(file):\(context.mark.line):\(context.mark.column)",
+                message: "duplicate key\(duplicates.count == 1 ? "" : "s") \(duplicates.joined(separator: ", "))")
+        default:
+            return ConfigProblem(path: file, message: "YAML syntax error: \(error)")
+        }
+    }
+}
+
+/// The keys of `gateway.yaml` and their rules.
+private struct Schema {
+    let reader: ConfigReader
+    let baseDirectory: String
+
+    func read(_ root: Node) -> GatewayConfig? {
+        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines"]) else {
+            return nil
+        }
+        let gateway = readGateway(top.section("gateway", keys: ["id", "log_level"], required: true))
+        let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
+        let http = readHTTP(top.section("http", keys: ["listen", "admin_token"]))
+        let im = readIM(top.section("im", keys: ["netease", "generic"]))
+        let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks"]))
+        let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
+        let machines = readMachines(top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix)
+        guard let gateway, let mqtt, let http, let machines else { return nil }
+        return GatewayConfig(gateway: gateway, mqtt: mqtt, http: http, im: im, game: game, storage: storage, machines: machines)
+    }
+
+    private func readGateway(_ section: ConfigReader.Section?) -> GatewaySettings? {
+        guard let section else { return nil }
+        let id = section.nonEmpty("id", required: true)
+        let level = section.choice("log_level", default: Logger.Level.info, from: Logger.Level.allCases.map { ($0.rawValue, $0) })
+        return id.map { GatewaySettings(id: $0, logLevel: level) }
+    }
+
+    private func readMQTT(_ section: ConfigReader.Section?, gatewayID: String?) -> MQTTSettings? {
+        guard let section else { return nil }
+        let url = section.nonEmpty("url", required: true).flatMap { brokerURL($0, at: section.path("url")) }
+        let clientID = section.nonEmpty("client_id") ?? "claw-gateway-\(gatewayID ?? "gateway")"
+        if clientID.utf8.count > 65535 { reader.report(section.path("client_id"), "is too long") }
+        let prefix = section.nonEmpty("topic_prefix") ?? Topics.defaultPrefix
+        if let problem = topicProblem(prefix) { reader.report(section.path("topic_prefix"), problem) }
+        var tls: TLSSettings?
+        if let tlsSection = section.section("tls", keys: ["ca_file", "cert_file", "key_file"]) {
+            tls = TLSSettings(
+                caFile: existingFile(tlsSection, "ca_file"),
+                certFile: existingFile(tlsSection, "cert_file"),
+                keyFile: existingFile(tlsSection, "key_file"))
+            if tlsSection.has("cert_file") != tlsSection.has("key_file") {
+                reader.report(tlsSection.path, "cert_file and key_file go together: give both or neither")
+            }
+            if let url, !url.usesTLS {
+                reader.report(tlsSection.path, "is set but mqtt.url uses mqtt://; write mqtts:// to use TLS")
+            }
+        }
+        let username = section.string("username")
+        let password = section.string("password")
+        let keepalive = section.int("keepalive", default: 30, in: 5...65535)
+        guard let url else { return nil }
+        return MQTTSettings(
+            url: url, clientID: clientID, username: username, password: password, keepalive: keepalive,
+            topicPrefix: prefix, tls: tls)
+    }
+
+    private func readHTTP(_ section: ConfigReader.Section?) -> HTTPSettings? {
+        let listen = section?.nonEmpty("listen") ?? "127.0.0.1:8080"
+        guard let (host, port) = hostAndPort(listen) else {
+            reader.report(section?.path("listen") ?? "http.listen", "\"\(listen)\" is not host:port, e.g. 127.0.0.1:8080")
+            return nil
+        }
+        return HTTPSettings(host: host, port: port, adminToken: section?.nonEmpty("admin_token"))
+    }
+
+    private func readIM(_ section: ConfigReader.Section?) -> IMSettings {
+        var settings = IMSettings()
+        let replyKeys = ["reply_timeout", "reply_concurrency"]
+        if let netease = section?.section("netease", keys: ["app_key", "app_secret", "api_base", "callback_path", "max_clock_skew"] + replyKeys) {
+            let appKey = netease.nonEmpty("app_key", required: true)
+            let appSecret = netease.nonEmpty("app_secret", required: true)
+            let apiBase = netease.nonEmpty("api_base") ?? "https://api.netease.im/nimserver"
+            if !isHTTPURL(apiBase) { reader.report(netease.path("api_base"), "\"\(apiBase)\" must be an http:// or https:// URL") }
+            let callbackPath = netease.nonEmpty("callback_path") ?? "/im/netease"
+            if !callbackPath.hasPrefix("/") || callbackPath.contains(" ") || callbackPath.hasPrefix("/v1/") {
+                reader.report(netease.path("callback_path"), "must start with / and not be under /v1/")
+            }
+            if let appKey, let appSecret {
+                settings.netease = NetEaseSettings(
+                    appKey: appKey, appSecret: appSecret, apiBase: apiBase, callbackPath: callbackPath,
+                    maxClockSkew: netease.duration("max_clock_skew", default: .seconds(300)),
+                    replyTimeout: netease.duration("reply_timeout", default: .seconds(5)),
+                    replyConcurrency: netease.int("reply_concurrency", default: 8, in: 1...256))
+            }
+        }
+        if let generic = section?.section("generic", keys: ["secret", "outbound_url", "max_clock_skew"] + replyKeys) {
+            let secret = generic.nonEmpty("secret", required: true)
+            let outbound = generic.nonEmpty("outbound_url")
+            if let outbound, !isHTTPURL(outbound) {
+                reader.report(generic.path("outbound_url"), "\"\(outbound)\" must be an http:// or https:// URL")
+            }
+            if let secret {
+                settings.generic = GenericSettings(
+                    secret: secret, outboundURL: outbound,
+                    maxClockSkew: generic.duration("max_clock_skew", default: .seconds(300)),
+                    replyTimeout: generic.duration("reply_timeout", default: .seconds(5)),
+                    replyConcurrency: generic.int("reply_concurrency", default: 8, in: 1...256))
+            }
+        }
+        return settings
+    }
+
+    private func readGame(_ section: ConfigReader.Section?) -> GameSettings {
+        var game = GameSettings()
+        guard let section else { return game }
+        game.acceptTimeout = section.duration("accept_timeout", default: game.acceptTimeout)
+        game.playTimeout = section.duration("play_timeout", default: game.playTimeout)
+        game.resultTimeout = section.duration("result_timeout", default: game.resultTimeout)
+        game.ackTimeout = section.duration("ack_timeout", default: game.ackTimeout)
+        game.coinsPerGame = section.int("coins_per_game", default: game.coinsPerGame, in: 1...1000)
+        game.maxQueue = section.int("max_queue", default: game.maxQueue, in: 1...100_000)
+        game.maxCommandsPerSecond = section.int("max_commands_per_second", default: game.maxCommandsPerSecond, in: 1...10_000)
+        game.relayAcks = section.bool("relay_acks", default: game.relayAcks)
+        return game
+    }
+
+    private func readMachines(_ items: [(path: String, node: Node)]?, topicPrefix: String?) -> [MachineConfig]? {
+        guard let items else { return nil }
+        if items.isEmpty { reader.report("machines", "must list at least one machine") }
+        var machines: [MachineConfig] = []
+        var idsSeen: [String: String] = [:]
+        var accountsSeen: [String: String] = [:]
+        for (path, node) in items {
+            guard let section = reader.section(node, at: path, keys: ["id", "name", "im_account", "cameras", "camera_topic"]),
+                let id = section.string("id", required: true)
+            else { continue }
+            if let problem = machineIDProblem(id) {
+                reader.report(section.path("id"), problem)
+            } else if let first = idsSeen[id] {
+                reader.report(section.path("id"), "\"\(id)\" is already the id of \(first)")
+            }
+            idsSeen[id] = idsSeen[id] ?? path
+            let account = section.nonEmpty("im_account") ?? id
+            if let first = accountsSeen[account] {
+                reader.report(section.path("im_account"), "\"\(account)\" is already the im_account of \(first)")
+            }
+            accountsSeen[account] = accountsSeen[account] ?? path
+            let cameraTopic = section.nonEmpty("camera_topic")
+            if let cameraTopic, let problem = topicProblem(cameraTopic) {
+                reader.report(section.path("camera_topic"), problem)
+            }
+            machines.append(MachineConfig(
+                id: id, name: section.nonEmpty("name") ?? id, imAccount: account,
+                cameras: readCameras(section.list("cameras") ?? []), cameraTopic: cameraTopic))
+        }
+        return machines
+    }
+
+    private func readCameras(_ items: [(path: String, node: Node)]) -> [CameraConfig] {
+        var cameras: [CameraConfig] = []
+        for (path, node) in items {
+            guard let section = reader.section(node, at: path, keys: ["id", "stream"]),
+                let id = section.nonEmpty("id", required: true)
+            else { continue }
+            if cameras.contains(where: { $0.id == id }) {
+                reader.report(section.path("id"), "camera \"\(id)\" is listed twice for this machine")
+                continue
+            }
+            cameras.append(CameraConfig(id: id, stream: section.nonEmpty("stream")))
+        }
+        return cameras
+    }
+
+    // MARK: Rules
+
+    /// Why `id` cannot name a machine in a topic, or nil if it can.
+    private func machineIDProblem(_ id: String) -> String? {
+        if id.isEmpty { return "must not be empty" }
+        if id == Topics.reservedMachineID { return "\"gateway\" is reserved for the gateway's own topics" }
+        if let bad = id.unicodeScalars.first(where: { "/+#".unicodeScalars.contains($0) || $0.properties.generalCategory == .control }) {
+            let shown = bad.properties.generalCategory == .control ? "a control character" : "\"\(bad)\""
+            return "\"\(id.debugEscaped)\" contains \(shown); machine ids go into MQTT topics, use letters, digits, - and _"
+        }
+        return nil
+    }
+
+    /// Why `topic` cannot be published to, or nil if it can.
+    private func topicProblem(_ topic: String) -> String? {
+        if topic.contains("+") || topic.contains("#") { return "\"\(topic)\" contains a wildcard (+ or #)" }
+        if topic.hasPrefix("/") || topic.hasSuffix("/") || topic.contains("//") { return "\"\(topic)\" has an empty level" }
+        if topic.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) { return "contains a control character" }
+        return nil
+    }
+
+    private func brokerURL(_ text: String, at path: String) -> BrokerURL? {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
+            reader.report(path, "\"\(text)\" is not a URL; write mqtt://host:port or mqtts://host:port")
+            return nil
+        }
+        guard scheme == "mqtt" || scheme == "mqtts" else {
+            reader.report(path, "scheme \"\(scheme)\" is not supported; use mqtt:// or mqtts://")
+            return nil
+        }
+        guard let host = components.host, !host.isEmpty else {
+            reader.report(path, "\"\(text)\" has no host")
+            return nil
+        }
+        if !(components.path.isEmpty || components.path == "/") || components.query != nil {
+            reader.report(path, "\"\(text)\" must not have a path or query")
+        }
+        let port = components.port ?? (scheme == "mqtts" ? 8883 : 1883)
+        guard (1...65535).contains(port) else {
+            reader.report(path, "port \(port) is out of range")
+            return nil
+        }
+        let bareHost = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        return BrokerURL(host: bareHost, port: port, usesTLS: scheme == "mqtts")
+    }
+
+    private func hostAndPort(_ text: String) -> (String, Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host.isEmpty ? nil : (host, port)
+    }
+
+    private func isHTTPURL(_ text: String) -> Bool {
+        guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), let host = url.host else { return false }
+        return (scheme == "http" || scheme == "https") && !host.isEmpty
+    }
+
+    private func existingFile(_ section: ConfigReader.Section, _ key: String) -> String? {
+        guard let value = section.nonEmpty(key) else { return nil }
+        let path = resolve(value)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            reader.report(section.path(key), "file \(path) does not exist")
+            return path
+        }
+        guard FileManager.default.isReadableFile(atPath: path) else {
+            reader.report(section.path(key), "file \(path) cannot be read")
+            return path
+        }
+        return path
+    }
+
+    private func resolve(_ path: String) -> String {
+        path.hasPrefix("/") ? path : URL(fileURLWithPath: baseDirectory).appendingPathComponent(path).standardizedFileURL.path
+    }
+}
+
+extension String {
+    /// The string with control characters shown as escapes, for messages.
+    fileprivate var debugEscaped: String {
+        String(String(reflecting: self).dropFirst().dropLast())
+    }
+}

@@ -1,0 +1,114 @@
+import Logging
+import Protocol
+
+/// The whole of `gateway.yaml`, typed and validated (SPEC §6).
+///
+/// Values here are final: defaults applied, `${VAR}` substituted, relative file
+/// paths resolved against the config file's folder.
+struct GatewayConfig: Sendable {
+    var gateway: GatewaySettings
+    var mqtt: MQTTSettings
+    var http: HTTPSettings
+    var im: IMSettings
+    var game: GameSettings
+    var storage: StorageSettings
+    var machines: [MachineConfig]
+
+    var topics: Topics { Topics(prefix: mqtt.topicPrefix) }
+}
+
+struct GatewaySettings: Sendable {
+    var id: String
+    var logLevel: Logger.Level
+}
+
+struct MQTTSettings: Sendable {
+    var url: BrokerURL
+    var clientID: String
+    var username: String?
+    var password: String?
+    /// Seconds between PINGREQs when nothing else is sent.
+    var keepalive: Int
+    var topicPrefix: String
+    var tls: TLSSettings?
+}
+
+/// `mqtt://host[:port]` or `mqtts://host[:port]`.
+struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
+    var host: String
+    var port: Int
+    var usesTLS: Bool
+
+    var description: String { "\(usesTLS ? "mqtts" : "mqtt")://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+}
+
+struct TLSSettings: Sendable, Equatable {
+    /// The CA that signed the broker's certificate; nil means the system's CAs.
+    var caFile: String?
+    var certFile: String?
+    var keyFile: String?
+}
+
+struct HTTPSettings: Sendable {
+    var host: String
+    var port: Int
+    /// Enables the admin routes; compared in constant time.
+    var adminToken: String?
+}
+
+struct IMSettings: Sendable {
+    var netease: NetEaseSettings?
+    var generic: GenericSettings?
+}
+
+struct NetEaseSettings: Sendable {
+    var appKey: String
+    var appSecret: String
+    var apiBase: String
+    var callbackPath: String
+    var maxClockSkew: Duration
+    var replyTimeout: Duration
+    var replyConcurrency: Int
+}
+
+struct GenericSettings: Sendable {
+    var secret: String
+    /// Where replies to players are POSTed; nil logs them instead (local demo).
+    var outboundURL: String?
+    var maxClockSkew: Duration
+    var replyTimeout: Duration
+    var replyConcurrency: Int
+}
+
+struct GameSettings: Sendable, Equatable {
+    var acceptTimeout: Duration = .seconds(10)
+    var playTimeout: Duration = .seconds(30)
+    var resultTimeout: Duration = .seconds(20)
+    var ackTimeout: Duration = .seconds(3)
+    var coinsPerGame: Int = 1
+    var maxQueue: Int = 200
+    var maxCommandsPerSecond: Int = 10
+    var relayAcks: Bool = false
+}
+
+struct StorageSettings: Sendable {
+    /// Absolute path of the SQLite file.
+    var path: String
+}
+
+struct MachineConfig: Sendable, Equatable {
+    var id: String
+    var name: String
+    /// The machine PC's IM account: NetEase's `to`, and `from` of replies.
+    var imAccount: String
+    var cameras: [CameraConfig]
+    /// Where camera switches go; defaults to `<prefix>/<id>/camera`.
+    var cameraTopic: String?
+
+    var cameraIDs: [String] { cameras.map(\.id) }
+}
+
+struct CameraConfig: Sendable, Equatable {
+    var id: String
+    var stream: String?
+}

@@ -1,0 +1,458 @@
+import CMosquitto
+import Foundation
+import Logging
+import Synchronization
+
+/// A message received from the broker.
+struct MQTTMessage: Sendable, Equatable {
+    var topic: String
+    var payload: [UInt8]
+    var retain: Bool
+}
+
+enum MQTTQoS: Int32, Sendable {
+    case atMostOnce = 0
+    case atLeastOnce = 1
+}
+
+/// What the broker publishes for this client when it disappears without a
+/// clean disconnect.
+struct MQTTWill: Sendable {
+    var topic: String
+    var payload: [UInt8]
+    var qos: MQTTQoS = .atLeastOnce
+    var retain: Bool = true
+}
+
+struct MQTTClientConfiguration: Sendable {
+    var host: String
+    var port: Int
+    var clientID: String
+    var username: String?
+    var password: String?
+    /// Seconds.
+    var keepalive: Int = 30
+    var tls: TLSSettings?
+    var will: MQTTWill?
+    /// Seconds between reconnect attempts, doubling from the lower bound up to the upper.
+    var reconnectDelay: ClosedRange<Int> = 1...30
+
+    init(settings: MQTTSettings, will: MQTTWill?) {
+        host = settings.url.host
+        port = settings.url.port
+        clientID = settings.clientID
+        username = settings.username
+        password = settings.password
+        keepalive = settings.keepalive
+        tls = settings.url.usesTLS ? (settings.tls ?? TLSSettings()) : nil
+        self.will = will
+    }
+
+    init(host: String, port: Int, clientID: String) {
+        self.host = host
+        self.port = port
+        self.clientID = clientID
+    }
+}
+
+/// An MQTT v5 client over libmosquitto.
+///
+/// - Connects in the background and keeps reconnecting with exponential
+///   backoff, whatever the failure: the broker down at start, a lost
+///   connection, a refused CONNACK, a TLS error.
+/// - After every (re)connect it resubscribes and runs the connected hooks.
+/// - ``publish(_:payload:qos:retain:expiry:)`` fails at once while
+///   disconnected: nothing is left queued inside the library for later.
+/// - Inbound messages arrive on ``messages``.
+///
+/// The network loop runs on a thread of this client's (see ``runLoop()``)
+/// rather than `mosquitto_loop_start`: libmosquitto 2.0.11's own thread never
+/// retries a first connect that failed (upstream issue #1903) and ends for
+/// good after a refused MQTT v5 CONNACK or a TLS error, where an operator
+/// expects the gateway to keep trying. libmosquitto calls back on that thread
+/// with this object as userdata; the thread holds a reference to it until its
+/// last call into the library, so a callback never sees freed memory.
+final class MQTTClient: Sendable {
+    let messages: AsyncStream<MQTTMessage>
+    private let continuation: AsyncStream<MQTTMessage>.Continuation
+    private let configuration: MQTTClientConfiguration
+    private let handle: MosquittoHandle
+    private let logger: Logger
+    /// Read on every publish, so an atomic rather than the state lock.
+    private let connected = Atomic<Bool>(false)
+    private let state = Mutex(State())
+
+    /// Wakes the loop thread from a backoff sleep when shutting down.
+    private let wake = DispatchSemaphore(value: 0)
+
+    private struct State {
+        enum Phase {
+            case idle
+            /// The loop thread is connecting or connected.
+            case running
+            /// Shutdown asked; the loop thread is sending DISCONNECT and ending.
+            case stopping
+            /// The loop thread has ended.
+            case stopped
+        }
+
+        var phase: Phase = .idle
+        var subscriptions: [(topic: String, qos: MQTTQoS)] = []
+        var connectedHooks: [@Sendable () -> Void] = []
+        /// Resumed when the loop thread ends.
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        /// The last error libmosquitto or the broker reported, for operators.
+        var lastError: String?
+        var connects = 0
+        var droppedMessages = 0
+    }
+
+    init(configuration: MQTTClientConfiguration, logger: Logger) throws(MQTTError) {
+        _ = Mosquitto.initialized
+        self.configuration = configuration
+        var logger = logger
+        logger[metadataKey: "mqtt.client_id"] = .string(configuration.clientID)
+        self.logger = logger
+        (messages, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .bufferingOldest(100_000))
+        guard let pointer = mosquitto_new(configuration.clientID, true, nil) else {
+            throw MQTTError(code: .library, message: "mosquitto_new failed (out of memory or a bad client id).")
+        }
+        handle = MosquittoHandle(pointer)
+        try configure()
+    }
+
+    private func configure() throws(MQTTError) {
+        let mosq = handle.pointer
+        if let error = MQTTError.check(
+            mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, Int32(MQTT_PROTOCOL_V5)), "MQTT v5", code: .configuration)
+        {
+            throw error
+        }
+        mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1)
+        // Publishes come from many threads: they queue and wake the loop thread.
+        mosquitto_threaded_set(mosq, true)
+        if configuration.username != nil || configuration.password != nil {
+            if let error = MQTTError.check(
+                mosquitto_username_pw_set(mosq, configuration.username, configuration.password), "username and password",
+                code: .configuration)
+            {
+                throw error
+            }
+        }
+        if let tls = configuration.tls {
+            let capath = tls.caFile == nil ? "/etc/ssl/certs" : nil
+            if let error = MQTTError.check(
+                mosquitto_tls_set(mosq, tls.caFile, capath, tls.certFile, tls.keyFile, nil), "TLS files", code: .configuration)
+            {
+                throw error
+            }
+        }
+        if let will = configuration.will {
+            let rc = will.payload.withUnsafeBytes { bytes in
+                mosquitto_will_set_v5(mosq, will.topic, Int32(bytes.count), bytes.baseAddress, will.qos.rawValue, will.retain, nil)
+            }
+            if let error = MQTTError.check(rc, "last will on \(will.topic)", code: .configuration) { throw error }
+        }
+        mosquitto_connect_v5_callback_set(mosq, mqttOnConnect)
+        mosquitto_disconnect_v5_callback_set(mosq, mqttOnDisconnect)
+        mosquitto_message_v5_callback_set(mosq, mqttOnMessage)
+        mosquitto_log_callback_set(mosq, mqttOnLog)
+    }
+
+    // MARK: Public surface
+
+    var isConnected: Bool { connected.load(ordering: .acquiring) }
+
+    /// How many times a connection has been established, the first included.
+    var connectCount: Int { state.withLock { $0.connects } }
+
+    /// The last error reported by libmosquitto or the broker, if any since the last connect.
+    var lastError: String? { state.withLock { $0.lastError } }
+
+    /// Runs `hook` after every successful (re)connect, after resubscribing.
+    func onConnected(_ hook: @escaping @Sendable () -> Void) {
+        state.withLock { $0.connectedHooks.append(hook) }
+    }
+
+    /// Subscribes now if connected, and again after every reconnect.
+    func subscribe(_ topics: [String], qos: MQTTQoS) {
+        let connectedNow = state.withLock { state in
+            state.subscriptions += topics.map { ($0, qos) }
+            return connected.load(ordering: .acquiring)
+        }
+        if connectedNow { subscribeNow(topics.map { ($0, qos) }) }
+    }
+
+    /// Starts connecting in the background; returns at once.
+    func start() {
+        let starting = state.withLock { state -> Bool in
+            guard case .idle = state.phase else { return false }
+            state.phase = .running
+            return true
+        }
+        guard starting else { return }
+        mosquitto_user_data_set(handle.pointer, Unmanaged.passUnretained(self).toOpaque())
+        // The thread's closure keeps `self` alive until the thread ends.
+        let thread = Thread { self.runLoop() }
+        thread.name = "mqtt-loop"
+        thread.start()
+    }
+
+    private var isStopping: Bool {
+        state.withLock { state in
+            if case .running = state.phase { return false }
+            return true
+        }
+    }
+
+    /// The loop thread: connect, run the network loop until the connection
+    /// ends, back off, again; until ``shutdown()``.
+    private func runLoop() {
+        let mosq = handle.pointer
+        var delay = configuration.reconnectDelay.lowerBound
+        var failures = 0
+        while !isStopping {
+            var rc = mosquitto_connect(mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive))
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                let connectsBefore = connectCount
+                defer {
+                    // Back off from the start again only after the broker said yes.
+                    if connectCount > connectsBefore {
+                        delay = configuration.reconnectDelay.lowerBound
+                        failures = 0
+                    }
+                }
+                // Also while stopping, until the queued `offline` and DISCONNECT
+                // are written and the library closes the socket.
+                let clock = ContinuousClock()
+                var stopDeadline: ContinuousClock.Instant?
+                repeat {
+                    rc = mosquitto_loop(mosq, 1000, 1)
+                    if stopDeadline == nil, isStopping { stopDeadline = clock.now.advanced(by: .seconds(2)) }
+                } while rc == MOSQ_ERR_SUCCESS.rawValue && !(stopDeadline.map { clock.now > $0 } ?? false)
+            }
+            if isStopping { break }
+            failures += 1
+            let reason = Self.describeFailure(rc)
+            let error = state.withLock { state in
+                // A log line from libmosquitto (e.g. OpenSSL's) says more than the code.
+                if state.lastError == nil || rc != MOSQ_ERR_TLS.rawValue { state.lastError = reason }
+                return state.lastError ?? reason
+            }
+            if failures == 1 || failures % 10 == 0 {
+                logger.warning(
+                    "MQTT broker not reachable, retrying",
+                    metadata: [
+                        "mqtt.broker": "\(configuration.host):\(configuration.port)", "mqtt.error": .string(error),
+                        "mqtt.retry_in_s": "\(delay)", "mqtt.failures": "\(failures)",
+                    ])
+            }
+            _ = wake.wait(timeout: .now() + .seconds(delay))
+            delay = min(delay * 2, configuration.reconnectDelay.upperBound)
+        }
+        connected.store(false, ordering: .releasing)
+        let waiters = state.withLock { state in
+            state.phase = .stopped
+            defer { state.stopWaiters = [] }
+            return state.stopWaiters
+        }
+        waiters.forEach { $0.resume() }
+    }
+
+    /// Publishes one message, or throws at once: ``MQTTError/Code/notConnected``
+    /// while the broker is unreachable (nothing is queued for later).
+    ///
+    /// - Parameter expiry: MQTT v5 message expiry interval in seconds.
+    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false, expiry: UInt32? = nil)
+        throws(MQTTError)
+    {
+        guard connected.load(ordering: .acquiring) else { throw .notConnected(topic) }
+        var properties: OpaquePointer?
+        defer { if properties != nil { mosquitto_property_free_all(&properties) } }
+        if let expiry {
+            mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry)
+        }
+        let rc = payload.withUnsafeBytes { bytes in
+            mosquitto_publish_v5(
+                handle.pointer, nil, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, properties)
+        }
+        if let error = MQTTError.check(rc, "publish to \(topic)") { throw error }
+    }
+
+    /// Disconnects cleanly (no last will), ends the loop thread and
+    /// ``messages``. Publish anything that must go out (such as `offline`)
+    /// before calling this: it is sent ahead of the DISCONNECT.
+    ///
+    /// Waits up to `timeout` for the loop thread, which may be inside a
+    /// blocking connect to an unreachable broker; past that it ends on its own.
+    func shutdown(timeout: Duration = .seconds(5)) async {
+        let wasRunning = state.withLock { state -> Bool in
+            guard case .running = state.phase else {
+                if case .idle = state.phase { state.phase = .stopped }
+                return false
+            }
+            state.phase = .stopping
+            return true
+        }
+        if wasRunning {
+            mosquitto_disconnect_v5(handle.pointer, 0, nil)
+            wake.signal()
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.waitUntilStopped() }
+                group.addTask { try? await Task.sleep(for: timeout) }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        connected.store(false, ordering: .releasing)
+        continuation.finish()
+        logger.debug("MQTT client stopped")
+    }
+
+    private func waitUntilStopped() async {
+        await withCheckedContinuation { continuation in
+            let stopped = state.withLock { state -> Bool in
+                if case .stopped = state.phase { return true }
+                state.stopWaiters.append(continuation)
+                return false
+            }
+            if stopped { continuation.resume() }
+        }
+    }
+
+    // MARK: Callbacks (libmosquitto's loop thread)
+
+    fileprivate func didConnect(reasonCode: Int32) {
+        guard reasonCode == 0 else {
+            let reason = String(cString: mosquitto_reason_string(reasonCode))
+            state.withLock { $0.lastError = "broker refused the connection: \(reason)" }
+            logger.error("MQTT broker refused the connection", metadata: ["mqtt.reason": .string(reason)])
+            return
+        }
+        connected.store(true, ordering: .releasing)
+        let (subscriptions, hooks, count) = state.withLock { state in
+            state.connects += 1
+            state.lastError = nil
+            return (state.subscriptions, state.connectedHooks, state.connects)
+        }
+        logger.info(
+            count == 1 ? "MQTT connected" : "MQTT reconnected",
+            metadata: ["mqtt.broker": "\(configuration.host):\(configuration.port)", "mqtt.connects": "\(count)"])
+        subscribeNow(subscriptions)
+        // The hooks publish and take other locks: run them off libmosquitto's
+        // thread, which holds its callback mutex here.
+        Task { for hook in hooks { hook() } }
+    }
+
+    fileprivate func didDisconnect(reasonCode: Int32) {
+        connected.store(false, ordering: .releasing)
+        let stopping = state.withLock { state -> Bool in
+            if case .running = state.phase {
+                if reasonCode != 0 { state.lastError = "connection lost: \(Mosquitto.describe(reasonCode))" }
+                return false
+            }
+            return true
+        }
+        guard !stopping else { return }
+        logger.warning("MQTT connection lost, reconnecting", metadata: ["mqtt.error": .string(Mosquitto.describe(reasonCode))])
+    }
+
+    fileprivate func didReceive(_ message: MQTTMessage) {
+        if case .dropped = continuation.yield(message) {
+            let dropped = state.withLock { state in
+                state.droppedMessages += 1
+                return state.droppedMessages
+            }
+            if dropped == 1 || dropped % 1000 == 0 {
+                logger.error("Inbound MQTT messages dropped: the gateway is not keeping up", metadata: ["mqtt.dropped": "\(dropped)"])
+            }
+        }
+    }
+
+    fileprivate func didLog(level: Int32, _ text: String) {
+        guard level & Int32(MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
+        state.withLock { $0.lastError = text }
+        logger.warning("libmosquitto", metadata: ["mqtt.log": .string(text)])
+    }
+
+    private func subscribeNow(_ subscriptions: [(topic: String, qos: MQTTQoS)]) {
+        for qos in [MQTTQoS.atMostOnce, .atLeastOnce] {
+            let topics = subscriptions.filter { $0.qos == qos }.map(\.topic)
+            // Batches keep each SUBSCRIBE packet small for sites with many machines.
+            for start in stride(from: 0, to: topics.count, by: 100) {
+                let batch = topics[start..<min(start + 100, topics.count)]
+                let strings = batch.map { strdup($0) }
+                defer { strings.forEach { free($0) } }
+                let rc = strings.withUnsafeBufferPointer { pointers in
+                    mosquitto_subscribe_multiple(handle.pointer, nil, Int32(pointers.count), pointers.baseAddress, qos.rawValue, 0, nil)
+                }
+                if let error = MQTTError.check(rc, "subscribe to \(batch.first ?? "")…") {
+                    logger.error("MQTT subscribe failed", metadata: ["mqtt.error": .string(error.message)])
+                }
+            }
+        }
+    }
+
+    private static func describeFailure(_ rc: Int32) -> String {
+        if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
+        return Mosquitto.describe(rc)
+    }
+}
+
+/// The `struct mosquitto *` of one client.
+///
+/// `@unchecked Sendable`: libmosquitto guards a client's publish, subscribe and
+/// disconnect calls with its own mutexes once `mosquitto_threaded_set(true)`
+/// says other threads use it; connect and the network loop are called from
+/// the client's loop thread only. The handle is destroyed only here, when
+/// nothing can reach it any more (the loop thread holds the client, which
+/// holds this).
+private final class MosquittoHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(_ pointer: OpaquePointer) {
+        self.pointer = pointer
+    }
+
+    deinit {
+        mosquitto_destroy(pointer)
+    }
+}
+
+// C callbacks: userdata is the MQTTClient, kept alive while the loop runs.
+
+private func client(_ userdata: UnsafeMutableRawPointer?) -> MQTTClient? {
+    userdata.map { Unmanaged<MQTTClient>.fromOpaque($0).takeUnretainedValue() }
+}
+
+private func mqttOnConnect(
+    _ mosq: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?, _ rc: Int32, _ flags: Int32, _ properties: OpaquePointer?
+) {
+    client(userdata)?.didConnect(reasonCode: rc)
+}
+
+private func mqttOnDisconnect(
+    _ mosq: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?, _ rc: Int32, _ properties: OpaquePointer?
+) {
+    client(userdata)?.didDisconnect(reasonCode: rc)
+}
+
+private func mqttOnMessage(
+    _ mosq: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?, _ message: UnsafePointer<mosquitto_message>?,
+    _ properties: OpaquePointer?
+) {
+    guard let client = client(userdata), let message, let topic = message.pointee.topic else { return }
+    let length = Int(message.pointee.payloadlen)
+    let payload: [UInt8] =
+        if length > 0, let bytes = message.pointee.payload {
+            Array(UnsafeRawBufferPointer(start: bytes, count: length))
+        } else {
+            []
+        }
+    client.didReceive(MQTTMessage(topic: String(cString: topic), payload: payload, retain: message.pointee.retain))
+}
+
+private func mqttOnLog(_ mosq: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?, _ level: Int32, _ text: UnsafePointer<CChar>?) {
+    guard let text else { return }
+    client(userdata)?.didLog(level: level, String(cString: text))
+}

@@ -1,0 +1,30 @@
+/// The error codes a player can receive as the `data` of command 9 (SPEC §2).
+///
+/// When several apply, the one earliest in ``precedence`` wins.
+public enum ErrorCode: String, Sendable, CaseIterable, Codable {
+    case invalidPayload = "invalid_payload"
+    case unknownCommand = "unknown_command"
+    case unknownMachine = "unknown_machine"
+    case machineOffline = "machine_offline"
+    case notYourTurn = "not_your_turn"
+    case notInQueue = "not_in_queue"
+    case alreadyQueued = "already_queued"
+    case queueFull = "queue_full"
+    case duplicateSerial = "duplicate_serial"
+    case rateLimited = "rate_limited"
+    case sessionMismatch = "session_mismatch"
+    case gatewayUnavailable = "gateway_unavailable"
+}
+
+/// A rejected player notification: a stable code and a sentence saying what to do.
+public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var code: ErrorCode
+    public var message: String
+
+    public init(_ code: ErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}

@@ -1,0 +1,86 @@
+/// What can happen on a machine, as published on `claw/<m>/events` (SPEC §4).
+public enum EventType: String, Sendable, Codable, CaseIterable {
+    case joined, left, offered, accepted, declined, expired
+    case command, ack
+    case ackTimeout = "ack_timeout"
+    case grab
+    case autoGrab = "auto_grab"
+    case result
+    case noResult = "no_result"
+    case dropped, online, offline
+    /// A game record was closed; carries the outcome.
+    case gameEnded = "game_ended"
+    /// Operator actions.
+    case paused, resumed, skipped, removed
+}
+
+/// How a game (an offered turn) ended, as recorded (SPEC §3).
+public enum GameOutcome: String, Sendable, Codable, CaseIterable {
+    case won, lost
+    case noResult = "no_result"
+    case declined, expired, left
+    case machineOffline = "machine_offline"
+    /// Ended by an operator (admin skip).
+    case skipped
+}
+
+/// One event on `claw/<m>/events`: `type`, `seq`, `ts`, the machine, and the
+/// fields that apply to that type.
+public struct GameEvent: Sendable, Equatable, Codable {
+    public var type: EventType
+    /// Increases with every event of the machine within one run of the gateway.
+    public var seq: Int64
+    /// ISO 8601 UTC with milliseconds.
+    public var ts: String
+    public var machine: String
+    public var player: String?
+    public var nick: String?
+    public var session: String?
+    /// `joined`: the new position; `command`/`ack`: the command name.
+    public var position: Int?
+    public var command: String?
+    public var data: String?
+    /// The gateway serial of the message on MQTT.
+    public var serial: Int64?
+    /// The serial the player gave the command.
+    public var playerSerial: Int64?
+    /// `dropped`: the error code the player was answered with.
+    public var reason: String?
+    public var outcome: GameOutcome?
+    /// `ack`: milliseconds from publish to ack.
+    public var latencyMs: Double?
+    /// `game_ended`: how many commands the player's game sent.
+    public var commands: Int?
+
+    public init(
+        type: EventType, seq: Int64, ts: String, machine: String, player: String? = nil,
+        nick: String? = nil, session: String? = nil, position: Int? = nil, command: String? = nil,
+        data: String? = nil, serial: Int64? = nil, playerSerial: Int64? = nil, reason: String? = nil,
+        outcome: GameOutcome? = nil, latencyMs: Double? = nil, commands: Int? = nil
+    ) {
+        self.type = type
+        self.seq = seq
+        self.ts = ts
+        self.machine = machine
+        self.player = player
+        self.nick = nick
+        self.session = session
+        self.position = position
+        self.command = command
+        self.data = data
+        self.serial = serial
+        self.playerSerial = playerSerial
+        self.reason = reason
+        self.outcome = outcome
+        self.latencyMs = latencyMs
+        self.commands = commands
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case type, seq, ts, machine, player, nick, session, position, command, data, serial
+        case playerSerial = "player_serial"
+        case reason, outcome
+        case latencyMs = "latency_ms"
+        case commands
+    }
+}

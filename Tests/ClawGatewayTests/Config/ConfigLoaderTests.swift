@@ -1,0 +1,234 @@
+import Foundation
+import Testing
+
+@testable import ClawGateway
+
+@Suite("gateway.yaml: parsing and validation")
+struct ConfigLoaderTests {
+    static let minimal = """
+        gateway: { id: arcade-1 }
+        mqtt: { url: "mqtt://127.0.0.1:1883" }
+        machines:
+          - id: m1
+        """
+
+    private func parse(_ yaml: String, environment: [String: String] = [:], base: String = "/tmp") throws(ConfigError) -> GatewayConfig {
+        try ConfigLoader.parse(yaml, file: "test.yaml", baseDirectory: base, environment: environment)
+    }
+
+    private func problems(_ yaml: String, environment: [String: String] = [:]) -> [String] {
+        do {
+            _ = try parse(yaml, environment: environment)
+            return []
+        } catch {
+            return error.problems.map(\.description)
+        }
+    }
+
+    @Test("the minimal file gets the documented defaults")
+    func defaults() throws {
+        let config = try parse(Self.minimal)
+        #expect(config.gateway.logLevel == .info)
+        #expect(config.mqtt.clientID == "claw-gateway-arcade-1")
+        #expect(config.mqtt.url == BrokerURL(host: "127.0.0.1", port: 1883, usesTLS: false))
+        #expect(config.mqtt.keepalive == 30)
+        #expect(config.mqtt.topicPrefix == "claw")
+        #expect(config.http.host == "127.0.0.1" && config.http.port == 8080)
+        #expect(config.http.adminToken == nil)
+        #expect(config.im.netease == nil && config.im.generic == nil)
+        #expect(config.game == GameSettings())
+        #expect(config.game.acceptTimeout == .seconds(10))
+        #expect(config.game.playTimeout == .seconds(30))
+        #expect(config.game.resultTimeout == .seconds(20))
+        #expect(config.storage.path == "/tmp/data/gateway.sqlite")
+        #expect(config.machines == [MachineConfig(id: "m1", name: "m1", imAccount: "m1", cameras: [], cameraTopic: nil)])
+    }
+
+    @Test("the repository's gateway.yaml is valid")
+    func repositoryConfig() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let config = try ConfigLoader.load(file: root.appendingPathComponent("gateway.yaml").path, environment: [:])
+        #expect(config.machines.map(\.id) == ["m1", "m2"])
+        #expect(config.machines.allSatisfy { $0.cameras.count == 2 })
+        #expect(config.mqtt.url.host == "127.0.0.1")
+    }
+
+    @Test("the full example of SPEC §6 parses, with ${VAR} from the environment")
+    func fullExample() throws {
+        let folder = try TemporaryDirectory.make(prefix: "cfg")
+        for name in ["ca.crt", "gw.crt", "gw.key"] {
+            _ = FileManager.default.createFile(atPath: folder.appendingPathComponent(name).path, contents: Data("x".utf8))
+        }
+        let yaml = """
+            gateway:
+              id: arcade-1
+              log_level: debug
+            mqtt:
+              url: mqtts://broker.example:8884
+              client_id: gw-1
+              username: gateway
+              password: ${MQTT_PASSWORD}
+              keepalive: 45
+              topic_prefix: site/claw
+              tls: { ca_file: ca.crt, cert_file: gw.crt, key_file: gw.key }
+            http:
+              listen: 0.0.0.0:9090
+              admin_token: ${CLAW_ADMIN_TOKEN}
+            im:
+              netease:
+                app_key: key-1
+                app_secret: ${NIM_APP_SECRET}
+                api_base: https://api.netease.im/nimserver
+                callback_path: /im/netease
+                max_clock_skew: 5m
+              generic:
+                secret: ${CLAW_WEBHOOK_SECRET}
+                outbound_url: http://127.0.0.1:9000/claw
+            game:
+              accept_timeout: 1.5s
+              play_timeout: 2m
+              result_timeout: 20s
+              ack_timeout: 500ms
+              coins_per_game: 2
+              max_queue: 50
+              max_commands_per_second: 5
+              relay_acks: true
+            storage:
+              path: /var/lib/claw/gateway.sqlite
+            machines:
+              - id: m1
+                name: Pikachu
+                im_account: claw_m1
+                cameras:
+                  - { id: "1", stream: rtmp://live.example.com/live/m1-front }
+                  - { id: 2, stream: rtmp://live.example.com/live/m1-side }
+                camera_topic: claw/m1/camera-switch
+            """
+        let environment = ["MQTT_PASSWORD": "pw", "CLAW_ADMIN_TOKEN": "tok", "NIM_APP_SECRET": "sec", "CLAW_WEBHOOK_SECRET": "hook"]
+        let config = try parse(yaml, environment: environment, base: folder.path)
+        #expect(config.mqtt.url == BrokerURL(host: "broker.example", port: 8884, usesTLS: true))
+        #expect(config.mqtt.password == "pw")
+        #expect(config.mqtt.tls?.caFile == folder.appendingPathComponent("ca.crt").path)
+        #expect(config.mqtt.topicPrefix == "site/claw")
+        #expect(config.http.adminToken == "tok")
+        #expect(config.http.port == 9090)
+        #expect(config.im.netease?.appSecret == "sec")
+        #expect(config.im.netease?.maxClockSkew == .seconds(300))
+        #expect(config.im.generic?.secret == "hook")
+        #expect(config.game.acceptTimeout == .milliseconds(1500))
+        #expect(config.game.playTimeout == .seconds(120))
+        #expect(config.game.ackTimeout == .milliseconds(500))
+        #expect(config.game.relayAcks)
+        #expect(config.machines[0].cameraIDs == ["1", "2"])
+        #expect(config.machines[0].cameraTopic == "claw/m1/camera-switch")
+        #expect(config.storage.path == "/var/lib/claw/gateway.sqlite")
+    }
+
+    /// A broken file and one problem it must report, as `path: message` (or a part of it).
+    struct Case: CustomTestStringConvertible, Sendable {
+        let yaml: String
+        let expected: String
+        var testDescription: String { expected }
+    }
+
+    static let invalid: [Case] = [
+        Case(yaml: "mqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "gateway: is required"),
+        Case(yaml: "gateway: {}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "gateway.id: is required"),
+        Case(yaml: "gateway: {id: a}\nmachines: [{id: m1}]", expected: "mqtt: is required"),
+        Case(yaml: "gateway: {id: a}\nmqtt: {}\nmachines: [{id: m1}]", expected: "mqtt.url: is required"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }", expected: "machines: is required"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: []", expected: "machines: must list at least one machine"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{name: x}]", expected: "machines[0].id: is required"),
+        // unknown keys: typos must not pass silently
+        Case(yaml: minimal + "\ngame: { acept_timeout: 10s }", expected: "game.acept_timeout: unknown key (did you mean accept_timeout?)"),
+        Case(yaml: minimal + "\nmetrics: {}", expected: "metrics: unknown key"),
+        Case(yaml: "gateway: { id: a, loglevel: info }\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "gateway.loglevel: unknown key (did you mean log_level?)"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, camera: []}]", expected: "machines[0].camera: unknown key (did you mean cameras?)"),
+        // URLs
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: http://h:1883 }\nmachines: [{id: m1}]", expected: "mqtt.url: scheme \"http\" is not supported"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: \"tcp://h\" }\nmachines: [{id: m1}]", expected: "mqtt.url: scheme \"tcp\" is not supported"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: \"mqtt://\" }\nmachines: [{id: m1}]", expected: "mqtt.url: \"mqtt://\" has no host"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: \"127.0.0.1:1883\" }\nmachines: [{id: m1}]", expected: "mqtt.url:"),
+        Case(yaml: minimal + "\nim: { generic: { secret: s, outbound_url: ftp://x } }", expected: "im.generic.outbound_url: \"ftp://x\" must be an http:// or https:// URL"),
+        // durations
+        Case(yaml: minimal + "\ngame: { play_timeout: 30 }", expected: "game.play_timeout: \"30\" is not a duration"),
+        Case(yaml: minimal + "\ngame: { accept_timeout: 10 s }", expected: "game.accept_timeout: \"10 s\" is not a duration"),
+        Case(yaml: minimal + "\ngame: { result_timeout: 5d }", expected: "game.result_timeout: \"5d\" is not a duration"),
+        Case(yaml: minimal + "\ngame: { ack_timeout: 0s }", expected: "game.ack_timeout: must be longer than zero"),
+        Case(yaml: minimal + "\nim: { netease: { app_key: k, app_secret: s, max_clock_skew: soon } }", expected: "im.netease.max_clock_skew: \"soon\" is not a duration"),
+        // numbers and flags
+        Case(yaml: minimal + "\ngame: { max_queue: 0 }", expected: "game.max_queue: must be between 1 and 100000, not 0"),
+        Case(yaml: minimal + "\ngame: { coins_per_game: two }", expected: "game.coins_per_game: must be a whole number, not \"two\""),
+        Case(yaml: minimal + "\ngame: { relay_acks: maybe }", expected: "game.relay_acks: must be true or false"),
+        Case(yaml: "gateway: { id: a, log_level: loud }\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "gateway.log_level: must be one of trace, debug, info, notice, warning, error, critical"),
+        Case(yaml: minimal + "\nhttp: { listen: localhost }", expected: "http.listen: \"localhost\" is not host:port"),
+        // machine ids must be topic-safe
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: \"\"}]", expected: "machines[0].id: must not be empty"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: \"a/b\"}]", expected: "machines[0].id: \"a/b\" contains \"/\""),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: \"m+\"}]", expected: "machines[0].id: \"m+\" contains \"+\""),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: \"m#\"}]", expected: "machines[0].id: \"m#\" contains \"#\""),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: \"m\\tx\"}]", expected: "machines[0].id: \"m\\tx\" contains a control character"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: gateway}]", expected: "machines[0].id: \"gateway\" is reserved"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}, {id: m2}, {id: m1}]", expected: "machines[2].id: \"m1\" is already the id of machines[0]"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, im_account: x}, {id: m2, im_account: x}]", expected: "machines[1].im_account: \"x\" is already the im_account of machines[0]"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, cameras: [{id: \"1\"}, {id: \"1\"}]}]", expected: "machines[0].cameras[1].id: camera \"1\" is listed twice"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, camera_topic: \"claw/+/cam\"}]", expected: "machines[0].camera_topic: \"claw/+/cam\" contains a wildcard"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h, topic_prefix: \"claw/#\" }\nmachines: [{id: m1}]", expected: "mqtt.topic_prefix: \"claw/#\" contains a wildcard"),
+        // TLS
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtts://h, tls: { ca_file: /nonexistent/ca.crt } }\nmachines: [{id: m1}]", expected: "mqtt.tls.ca_file: file /nonexistent/ca.crt does not exist"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtts://h, tls: { cert_file: /etc/hostname } }\nmachines: [{id: m1}]", expected: "mqtt.tls: cert_file and key_file go together"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h, tls: { } }\nmachines: [{id: m1}]", expected: "mqtt.tls: is set but mqtt.url uses mqtt://"),
+        // environment
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h, password: \"${NOT_SET_ANYWHERE}\" }\nmachines: [{id: m1}]", expected: "mqtt.password: environment variable NOT_SET_ANYWHERE is not set"),
+        Case(yaml: minimal + "\nim: { generic: { secret: \"${}\" } }", expected: "im.generic.secret: \"${}\" is not a variable name"),
+        // IM providers
+        Case(yaml: minimal + "\nim: { netease: { app_key: k } }", expected: "im.netease.app_secret: is required"),
+        Case(yaml: minimal + "\nim: { generic: { } }", expected: "im.generic.secret: is required"),
+        Case(yaml: minimal + "\nim: { generic: { secret: \"\" } }", expected: "im.generic.secret: must not be empty"),
+        Case(yaml: minimal + "\nim: { netease: { app_key: k, app_secret: s, callback_path: im } }", expected: "im.netease.callback_path: must start with /"),
+        // shapes
+        Case(yaml: "gateway: {id: a}\nmqtt: [1, 2]\nmachines: [{id: m1}]", expected: "mqtt: must be a mapping"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: { id: m1 }", expected: "machines: must be a list"),
+        Case(yaml: "gateway: {id: [a]}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "gateway.id: must be a single value, not a list"),
+        // YAML syntax errors carry line and column
+        Case(yaml: "gateway: {id: a}\nmqtt: [1, 2\nmachines: []", expected: "test.yaml:3:"),
+        Case(yaml: "gateway:\n  id: a\n  id: b\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "duplicate key id"),
+        Case(yaml: "", expected: "test.yaml: is empty"),
+    ]
+
+    @Test("an invalid file is refused with the problem named by its path", arguments: invalid)
+    func invalidFile(_ example: Case) {
+        let found = problems(example.yaml)
+        #expect(found.contains { $0.hasPrefix(example.expected) || $0.contains(example.expected) }, "got \(found)")
+    }
+
+    @Test("every problem of a file is reported, not only the first")
+    func allProblems() {
+        let yaml = """
+            gateway: { idd: x }
+            mqtt: { url: "http://x", keepalive: abc, password: "${NOPE}" }
+            game: { play_timeout: 30 }
+            machines: [{ id: gateway }, { id: "a/b" }]
+            """
+        let found = problems(yaml)
+        #expect(found.count >= 8, "\(found)")
+        for path in ["gateway.idd", "gateway.id", "mqtt.url", "mqtt.keepalive", "mqtt.password", "game.play_timeout", "machines[0].id", "machines[1].id"] {
+            #expect(found.contains { $0.hasPrefix(path + ":") }, "\(path) missing from \(found)")
+        }
+    }
+
+    @Test("durations", arguments: [
+        ("500ms", Duration.milliseconds(500)), ("10s", .seconds(10)), ("2m", .seconds(120)), ("1h", .seconds(3600)),
+        ("1.5s", .milliseconds(1500)), ("0.25m", .seconds(15)),
+    ])
+    func durations(_ text: String, _ expected: Duration) {
+        #expect(ConfigDuration.parse(text) == expected)
+        #expect(ConfigDuration.parse(ConfigDuration.format(expected)) == expected)
+    }
+
+    @Test("not durations", arguments: ["", "10", "s", "ms", "-1s", "1d", "10 s", "1e3s", "ten s", "1s2"])
+    func notDurations(_ text: String) {
+        #expect(ConfigDuration.parse(text) == nil)
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+
+/// A folder with a gateway.yaml for a test: the test's broker, a free HTTP
+/// port, storage inside the folder.
+struct TestSite {
+    let directory: URL
+    let httpPort: Int
+    var config: URL { directory.appendingPathComponent("gateway.yaml") }
+    var log: URL { directory.appendingPathComponent("gateway.log") }
+    var database: URL { directory.appendingPathComponent("data/gateway.sqlite") }
+
+    /// - Parameter extra: YAML appended at the top level (e.g. an `im:` section).
+    init(broker: MosquittoBroker, machines: [String] = ["m1", "m2"], game: String = "", extra: String = "") throws {
+        directory = try TemporaryDirectory.make(prefix: "site")
+        httpPort = try FreePort.next()
+        var yaml = """
+            gateway:
+              id: test
+              log_level: debug
+            mqtt:
+              url: \(broker.url)
+            http:
+              listen: 127.0.0.1:\(httpPort)
+            storage:
+              path: data/gateway.sqlite
+
+            """
+        if !game.isEmpty { yaml += "game:\n" + game.split(separator: "\n").map { "  \($0)\n" }.joined() }
+        yaml += extra
+        yaml += "machines:\n"
+        for id in machines {
+            yaml += """
+                  - id: \(id)
+                    name: Machine \(id)
+                    im_account: claw_\(id)
+                    cameras:
+                      - { id: "1", stream: rtmp://example/\(id)-1 }
+                      - { id: "2", stream: rtmp://example/\(id)-2 }
+
+                """
+        }
+        try yaml.write(to: config, atomically: true, encoding: .utf8)
+    }
+
+    var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+}
