@@ -4,36 +4,33 @@ import ServiceLifecycle
 
 /// The running parts of one gateway, wired together from a config.
 ///
-/// `services` are in start order: MQTT first, so that by the time anything
-/// can reach a machine the broker connection is being made; the service
-/// group stops them in reverse.
+/// `services` are in start order: the games (with their storage) first, then
+/// MQTT, so that by the time a machine's message arrives its game is
+/// restored; the service group stops them in reverse.
 struct Gateway {
     let config: GatewayConfig
     let mqtt: MQTTClient
+    let store: GameStore
+    let arcade: Arcade
     let services: [any Service]
 
-    static func build(config: GatewayConfig, logger: Logger) async throws -> Gateway {
+    static func build(
+        config: GatewayConfig, logger: Logger, clock: GameClock = .system, players: (any PlayerChannel)? = nil
+    ) async throws -> Gateway {
         let topics = config.topics
         let mqtt = try MQTTClient(
             configuration: MQTTClientConfiguration(settings: config.mqtt, will: MQTTService.will(topics: topics)),
             logger: logger)
-        var subscriptions: [(topic: String, qos: MQTTQoS)] = []
-        for machine in config.machines {
-            subscriptions.append((topics.machine(machine.id, .ack), .atMostOnce))
-            subscriptions.append((topics.machine(machine.id, .result), .atLeastOnce))
-            subscriptions.append((topics.machine(machine.id, .state), .atLeastOnce))
-        }
+        let store = try GameStore(path: config.storage.path)
+        let environment = MachineEnvironment(
+            clock: clock, publisher: mqtt, players: players ?? LoggedReplies(logger: logger), store: store, logger: logger)
+        let arcade = try Arcade(config: config, environment: environment)
         let mqttService = MQTTService(
-            client: mqtt, topics: topics, subscriptions: subscriptions, logger: logger,
-            onConnected: {},
-            handle: { message in
-                logger.info(
-                    "MQTT message",
-                    metadata: [
-                        "mqtt.topic": .string(message.topic),
-                        "mqtt.payload": .string(String(decoding: message.payload, as: UTF8.self)),
-                    ])
-            })
-        return Gateway(config: config, mqtt: mqtt, services: [mqttService])
+            client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
+            onConnected: { arcade.republish() },
+            handle: { message in arcade.route(message) })
+        return Gateway(
+            config: config, mqtt: mqtt, store: store, arcade: arcade,
+            services: [ArcadeService(arcade: arcade, store: store, logger: logger), mqttService])
     }
 }

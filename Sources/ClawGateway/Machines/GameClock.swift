@@ -1,0 +1,46 @@
+import Foundation
+
+/// The time a machine's game runs on: a monotonic clock for its timers and a
+/// wall clock for what it records and publishes.
+///
+/// Any `Clock` with `Duration` fits (the daemon uses `ContinuousClock`, the
+/// tests a test clock they advance by hand); instants are kept as the
+/// `Duration` since the clock was wrapped, so game state stays a plain value.
+struct GameClock: Sendable {
+    /// Time since the clock was wrapped.
+    let now: @Sendable () -> Duration
+    /// Suspends until ``now`` reaches `deadline`; throws when cancelled.
+    let sleep: @Sendable (_ until: Duration) async throws -> Void
+    let wallNow: @Sendable () -> Date
+
+    init<C: Clock>(_ clock: C, wallNow: @escaping @Sendable () -> Date) where C.Duration == Duration {
+        let origin = clock.now
+        now = { origin.duration(to: clock.now) }
+        sleep = { deadline in try await clock.sleep(until: origin.advanced(by: deadline), tolerance: nil) }
+        self.wallNow = wallNow
+    }
+
+    /// Monotonic timers, wall-clock records.
+    static var system: GameClock {
+        GameClock(ContinuousClock(), wallNow: { Date() })
+    }
+
+    /// A clock whose wall time moves with `clock` from `epoch`: for tests.
+    static func following<C: Clock>(_ clock: C, from epoch: Date) -> GameClock where C.Duration == Duration {
+        let origin = clock.now
+        return GameClock(clock, wallNow: { epoch.addingTimeInterval(origin.duration(to: clock.now).seconds) })
+    }
+
+    /// The wall time at which the monotonic `deadline` falls.
+    func wallTime(at deadline: Duration) -> Date {
+        wallNow().addingTimeInterval((deadline - now()).seconds)
+    }
+}
+
+extension Duration {
+    /// The duration in (fractional) seconds.
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
