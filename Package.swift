@@ -52,7 +52,9 @@ let package = Package(
                 "ClawGateway",
                 "Protocol",
                 .product(name: "Clocks", package: "swift-clocks"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
     ],

@@ -1,12 +1,16 @@
+import AsyncHTTPClient
+import Foundation
 import Logging
+import Prometheus
 import Protocol
 import ServiceLifecycle
 
 /// The running parts of one gateway, wired together from a config.
 ///
-/// `services` are in start order: the games (with their storage) first, then
-/// MQTT, so that by the time a machine's message arrives its game is
-/// restored; the service group stops them in reverse.
+/// `services` are in start order: the games (with their storage), MQTT, the
+/// reply queues, then HTTP, so that by the time a notification or a machine's
+/// message arrives, everything it needs is up. The service group stops them
+/// in reverse: HTTP stops taking requests first, storage closes last.
 struct Gateway {
     let config: GatewayConfig
     let mqtt: MQTTClient
@@ -14,23 +18,60 @@ struct Gateway {
     let arcade: Arcade
     let services: [any Service]
 
+    /// - Parameters:
+    ///   - players: replaces the IM providers (tests).
+    ///   - metrics: the registry `/metrics` exports; nil leaves the route out.
     static func build(
-        config: GatewayConfig, logger: Logger, clock: GameClock = .system, players: (any PlayerChannel)? = nil
+        config: GatewayConfig, logger: Logger, clock: GameClock = .system, players: (any PlayerChannel)? = nil,
+        metrics: PrometheusCollectorRegistry? = nil
     ) async throws -> Gateway {
         let topics = config.topics
         let mqtt = try MQTTClient(
             configuration: MQTTClientConfiguration(settings: config.mqtt, will: MQTTService.will(topics: topics)),
             logger: logger)
         let store = try GameStore(path: config.storage.path)
-        let environment = MachineEnvironment(
-            clock: clock, publisher: mqtt, players: players ?? LoggedReplies(logger: logger), store: store, logger: logger)
+        let queues = replyQueues(config.im, logger: logger)
+        let channel = players ?? ReplyRouter(queues: queues, fallback: config.im.defaultProvider, logger: logger)
+        let environment = MachineEnvironment(clock: clock, publisher: mqtt, players: channel, store: store, logger: logger)
         let arcade = try Arcade(config: config, environment: environment)
         let mqttService = MQTTService(
             client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
             onConnected: { arcade.republish() },
             handle: { message in arcade.route(message) })
-        return Gateway(
-            config: config, mqtt: mqtt, store: store, arcade: arcade,
-            services: [ArcadeService(arcade: arcade, store: store, logger: logger), mqttService])
+        let exporter = metrics.map { registry in
+            { @Sendable () -> String in
+                MetricsExport.text(registry: registry, arcade: arcade, mqtt: mqtt)
+            }
+        }
+        let http = HTTPServer.application(
+            HTTPServer.Parts(
+                config: config, arcade: arcade, store: store, isBrokerConnected: { mqtt.isConnected }, metrics: exporter),
+            logger: logger)
+        var services: [any Service] = [ArcadeService(arcade: arcade, store: store, logger: logger), mqttService]
+        services += players == nil ? queues.values.sorted { $0.delivery.provider < $1.delivery.provider } as [any Service] : []
+        services.append(http)
+        return Gateway(config: config, mqtt: mqtt, store: store, arcade: arcade, services: services)
+    }
+
+    private static func replyQueues(_ im: IMSettings, logger: Logger) -> [String: ReplyQueue] {
+        var queues: [String: ReplyQueue] = [:]
+        if let netease = im.netease {
+            queues["netease"] = ReplyQueue(
+                delivery: NetEaseReplies(settings: netease, client: .shared), concurrency: netease.replyConcurrency,
+                logger: logger)
+        }
+        if let generic = im.generic, let url = generic.outboundURL {
+            queues["generic"] = ReplyQueue(
+                delivery: GenericReplies(settings: generic, url: url, client: .shared), concurrency: generic.replyConcurrency,
+                logger: logger)
+        }
+        return queues
+    }
+}
+
+extension IMSettings {
+    /// Where replies go for a player the gateway has not heard from in this run.
+    var defaultProvider: String? {
+        netease != nil ? "netease" : generic != nil ? "generic" : nil
     }
 }

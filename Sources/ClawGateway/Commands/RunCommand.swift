@@ -1,5 +1,7 @@
 import ArgumentParser
 import Logging
+import Metrics
+import Prometheus
 import ServiceLifecycle
 
 /// `claw-gateway run`: the daemon.
@@ -20,7 +22,9 @@ struct RunCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "claw-gateway")
         logger[metadataKey: "gateway.id"] = .string(config.gateway.id)
-        let gateway = try await Gateway.build(config: config, logger: logger)
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let gateway = try await Gateway.build(config: config, logger: logger, metrics: registry)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: gateway.services,

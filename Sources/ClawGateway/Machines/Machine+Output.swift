@@ -26,13 +26,20 @@ extension Machine {
         fill(&event)
         guard !state.stopped else { return }
         do {
-            let payload = try JSONEncoder().encode(event)
+            let payload = try Self.encoder.encode(event)
             try environment.publisher.publish(topics.events, payload: Array(payload), qos: .atMostOnce, retain: false)
         } catch let error as MQTTError where error.code == .notConnected {
             // Events are a live stream; while the broker is away there is no one to tell.
         } catch {
             logger.warning("Event not published", metadata: ["event.type": .string(type.rawValue), "error": .string("\(error)")])
         }
+    }
+
+    /// Sorted keys: the same state always publishes the same bytes.
+    static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
     }
 
     func snapshot(_ state: MachineState) -> QueueSnapshot {
@@ -51,7 +58,7 @@ extension Machine {
     func publishSnapshot(_ state: MachineState) {
         guard !state.stopped else { return }
         do {
-            let payload = try JSONEncoder().encode(snapshot(state))
+            let payload = try Self.encoder.encode(snapshot(state))
             try environment.publisher.publish(topics.queue, payload: Array(payload), qos: .atLeastOnce, retain: true)
         } catch let error as MQTTError where error.code == .notConnected {
             logger.debug("Snapshot not published while disconnected")

@@ -1,0 +1,163 @@
+import Foundation
+import Hummingbird
+import Protocol
+
+/// What operators and room lists read: health, readiness, the machines and
+/// their games (SPEC §5).
+struct ReadRoutes<Context: RequestContext>: Sendable {
+    let arcade: Arcade
+    let store: GameStore
+    let isBrokerConnected: @Sendable () -> Bool
+
+    func add(to router: Router<Context>) {
+        router.get("/healthz") { _, _ in
+            JSONResponse.make(.ok, ["status": "ok"])
+        }
+        router.get("/readyz") { _, _ in
+            readiness()
+        }
+        router.get("/v1/machines") { _, _ in
+            JSONResponse.make(.ok, MachineList(machines: arcade.machines.map { MachineSummary($0) }))
+        }
+        router.get("/v1/machines/:id") { _, context in
+            let machine = try machine(context)
+            return JSONResponse.make(.ok, MachineDetail(machine))
+        }
+        router.get("/v1/machines/:id/games") { request, context in
+            let machine = try machine(context)
+            let limit = try Self.integer(request, "limit", default: 20, range: 1...500)
+            let offset = try Self.integer(request, "offset", default: 0, range: 0...Int.max)
+            return JSONResponse.make(.ok, GameList(games: try store.games(machine: machine.id, limit: limit, offset: offset)))
+        }
+    }
+
+    private func readiness() -> Response {
+        var reasons: [String] = []
+        if !isBrokerConnected() { reasons.append("the MQTT broker is not connected") }
+        if !store.check() { reasons.append("storage is not available") }
+        guard reasons.isEmpty else {
+            return JSONResponse.error(.serviceUnavailable, code: "not_ready", reasons.joined(separator: "; "))
+        }
+        return JSONResponse.make(.ok, ["status": "ready"])
+    }
+
+    private func machine(_ context: Context) throws -> Machine {
+        let id = context.parameters.get("id") ?? ""
+        guard let machine = arcade.machine(id) else { throw APIFailure.unknownMachine(id) }
+        return machine
+    }
+
+    private static func integer(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let text = request.uri.queryParameters[Substring(name)] else { return value }
+        guard let number = Int(text), range.contains(number) else {
+            throw APIFailure.badParameter(name, "must be an integer from \(range.lowerBound) to \(range.upperBound == Int.max ? "any" : String(range.upperBound))")
+        }
+        return number
+    }
+}
+
+/// An API failure that becomes a JSON 4xx.
+enum APIFailure: Error, HTTPResponseError {
+    case unknownMachine(String)
+    case badParameter(String, String)
+    case unauthorized
+
+    var status: HTTPResponse.Status {
+        switch self {
+        case .unknownMachine: .notFound
+        case .badParameter: .badRequest
+        case .unauthorized: .unauthorized
+        }
+    }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        switch self {
+        case .unknownMachine(let id):
+            JSONResponse.error(status, code: ErrorCode.unknownMachine.rawValue, "There is no machine \"\(id)\" here.")
+        case .badParameter(let name, let rule):
+            JSONResponse.error(status, code: "bad_request", "\(name) \(rule).")
+        case .unauthorized:
+            JSONResponse.error(status, code: "unauthorized", "Send the admin token as Authorization: Bearer <token>.")
+        }
+    }
+}
+
+// MARK: Shapes
+
+struct MachineList: Codable {
+    var machines: [MachineSummary]
+}
+
+/// A machine in the room list.
+struct MachineSummary: Codable {
+    var id: String
+    var name: String
+    var online: Bool
+    var state: MachineStatus
+    var paused: Bool
+    var queueLength: Int
+    var player: CurrentPlayer?
+    var cameras: [Camera]
+
+    struct Camera: Codable {
+        var id: String
+        var stream: String?
+    }
+
+    init(_ machine: Machine) {
+        self.init(machine.config, machine.view().snapshot)
+    }
+
+    init(_ config: MachineConfig, _ snapshot: QueueSnapshot) {
+        id = config.id
+        name = config.name
+        online = snapshot.online
+        state = snapshot.state
+        paused = snapshot.paused
+        queueLength = snapshot.length
+        player = snapshot.player
+        cameras = config.cameras.map { Camera(id: $0.id, stream: $0.stream) }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, name, online, state, paused
+        case queueLength = "queue_length"
+        case player, cameras
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(name, forKey: .name)
+        try container.encode(online, forKey: .online)
+        try container.encode(state, forKey: .state)
+        try container.encode(paused, forKey: .paused)
+        try container.encode(queueLength, forKey: .queueLength)
+        try container.encode(player, forKey: .player)
+        try container.encode(cameras, forKey: .cameras)
+    }
+}
+
+/// One machine with its waiting list.
+struct MachineDetail: Encodable {
+    var summary: MachineSummary
+    var waiting: [WaitingPlayer]
+
+    init(_ machine: Machine) {
+        let snapshot = machine.view().snapshot
+        summary = MachineSummary(machine.config, snapshot)
+        waiting = snapshot.waiting
+    }
+
+    private enum CodingKeys: String, CodingKey { case waiting }
+
+    func encode(to encoder: any Encoder) throws {
+        try summary.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(waiting, forKey: .waiting)
+    }
+}
+
+struct GameList: Codable {
+    var games: [GameRecord]
+}

@@ -1,0 +1,99 @@
+import Foundation
+
+/// One POST of NetEase's message copy (抄送), checked and read (SPEC §5).
+///
+/// The body is a JSON object whose fields are strings (NetEase sends some as
+/// numbers too, e.g. `eventType`, which is accepted either way).
+enum NetEaseCopy: Equatable {
+    /// The correctly signed `{}` NetEase sends when the callback address is configured.
+    case addressCheck
+    /// A custom peer-to-peer notification: a player's command.
+    case notification(from: String, to: String, attach: String, messageID: String?)
+    /// Any other event NetEase copies (chat messages, logins, …): answered 200 and ignored.
+    case other(eventType: String)
+
+    /// Why a copy was refused, with the HTTP status to answer.
+    struct Refusal: Error, Equatable {
+        enum Kind: Equatable { case unauthorized, malformed }
+        var kind: Kind
+        var message: String
+    }
+
+    /// Checks the headers against the raw body and the app's secret, then reads the body.
+    ///
+    /// - Parameters:
+    ///   - headers: header lookup, case-insensitive.
+    ///   - now: the current wall time, for the `CurTime` window.
+    static func read(
+        body: [UInt8], header: (String) -> String?, settings: NetEaseSettings, now: Date
+    ) throws(Refusal) -> NetEaseCopy {
+        guard let md5 = header("MD5"), let checksum = header("CheckSum"), let curTime = header("CurTime") else {
+            throw Refusal(kind: .unauthorized, message: "The MD5, CheckSum and CurTime headers are required.")
+        }
+        if let appKey = header("AppKey"), !Signatures.constantTimeEqual(appKey, settings.appKey) {
+            throw Refusal(kind: .unauthorized, message: "AppKey is not this gateway's app key.")
+        }
+        guard Signatures.hexEqual(md5, Signatures.md5Hex(body)) else {
+            throw Refusal(kind: .unauthorized, message: "MD5 does not match the body.")
+        }
+        let expected = Signatures.netEaseCopyChecksum(secret: settings.appSecret, md5: md5, curTime: curTime)
+        guard Signatures.hexEqual(checksum, expected) else {
+            throw Refusal(kind: .unauthorized, message: "CheckSum does not match; check im.netease.app_secret.")
+        }
+        guard let sent = ClockSkew.date(fromCurTime: curTime) else {
+            throw Refusal(kind: .unauthorized, message: "CurTime must be a Unix time in seconds or milliseconds.")
+        }
+        guard ClockSkew.within(settings.maxClockSkew, sent: sent, now: now) else {
+            throw Refusal(kind: .unauthorized, message: "CurTime is outside the allowed clock skew; check the clocks.")
+        }
+        return try parse(body)
+    }
+
+    /// Reads a body whose signature was checked.
+    static func parse(_ body: [UInt8]) throws(Refusal) -> NetEaseCopy {
+        let object: [String: Any]
+        do {
+            guard let parsed = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+                throw Refusal(kind: .malformed, message: "The body must be a JSON object.")
+            }
+            object = parsed
+        } catch let refusal as Refusal {
+            throw refusal
+        } catch {
+            throw Refusal(kind: .malformed, message: "The body is not valid JSON.")
+        }
+        if object.isEmpty { return .addressCheck }
+        let eventType = text(object["eventType"]) ?? ""
+        guard eventType == "1", text(object["msgType"]) == "CUSTOM_P2P_MSG" || text(object["convType"]) == "CUSTOM_PERSON"
+        else {
+            return .other(eventType: eventType)
+        }
+        guard let from = text(object["fromAccount"]), let to = text(object["to"]), let attach = text(object["attach"]) else {
+            throw Refusal(kind: .malformed, message: "A custom notification needs fromAccount, to and attach.")
+        }
+        return .notification(from: from, to: to, attach: attach, messageID: text(object["msgidServer"]))
+    }
+
+    /// A JSON string, or a number as its text.
+    private static func text(_ value: Any?) -> String? {
+        switch value {
+        case let string as String: string
+        case let number as NSNumber: number.stringValue
+        default: nil
+        }
+    }
+}
+
+/// Timestamps of signed requests.
+enum ClockSkew {
+    /// NetEase's `CurTime` is in milliseconds on the copy and in seconds on
+    /// the server API; anything past the year 5138 in seconds is milliseconds.
+    static func date(fromCurTime text: String) -> Date? {
+        guard let value = Int64(text.trimmingCharacters(in: .whitespaces)), value > 0 else { return nil }
+        return Date(timeIntervalSince1970: value >= 100_000_000_000 ? Double(value) / 1000 : Double(value))
+    }
+
+    static func within(_ skew: Duration, sent: Date, now: Date) -> Bool {
+        abs(sent.timeIntervalSince(now)) <= skew.seconds
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import Protocol
+import Testing
+
+@testable import ClawGateway
+
+/// A whole site on this machine: a mosquitto, the fake NetEase API, the
+/// `claw-gateway run` process and, optionally, `claw-gateway simulate` for
+/// the machine PCs. Everything talks over real sockets.
+final class E2ESite {
+    static let webhookSecret = "test-webhook-secret"
+
+    let broker: MosquittoBroker
+    let netease: FakeNetEaseAPI
+    let site: TestSite
+    private(set) var gateway: ChildProcess?
+    private(set) var simulator: ChildProcess?
+
+    var base: String { "http://127.0.0.1:\(site.httpPort)" }
+
+    init(game: String = "", simulate: Bool = true, simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]) async throws {
+        broker = try MosquittoBroker.start()
+        netease = try await FakeNetEaseAPI()
+        site = try TestSite(
+            broker: broker, machines: ["m1", "m2"], game: game,
+            extra: """
+                im:
+                  netease:
+                    app_key: \(FakeNetEaseAPI.appKey)
+                    app_secret: \(FakeNetEaseAPI.appSecret)
+                    api_base: \(netease.baseURL)
+                    reply_timeout: 1s
+                    reply_concurrency: 2
+                  generic:
+                    secret: \(Self.webhookSecret)
+
+                """)
+        try startGateway()
+        if simulate {
+            simulator = try GatewayBinary.start(
+                ["simulate", "--config", site.config.path] + simulatorArguments,
+                log: site.directory.appendingPathComponent("simulate.log"))
+            try await eventually("both simulated machines to be online") {
+                let list = try? await HTTP.get("\(base)/v1/machines")
+                return (list?.body.components(separatedBy: #""online":true"#).count ?? 0) == 3
+            }
+        }
+    }
+
+    /// Runs `body` on a new site and stops every process afterwards, also when `body` throws.
+    static func with(
+        game: String = "", simulate: Bool = true, _ body: (E2ESite) async throws -> Void
+    ) async throws {
+        let site = try await E2ESite(game: game, simulate: simulate)
+        do {
+            try await body(site)
+        } catch {
+            await site.stop()
+            throw error
+        }
+        await site.stop()
+    }
+
+    func startGateway() throws {
+        gateway = try GatewayBinary.start(["run", "--config", site.config.path], log: site.log)
+    }
+
+    func waitReady() async throws {
+        try await eventually("the gateway to be ready") { (try? await HTTP.get("\(base)/readyz"))?.status == 200 }
+    }
+
+    /// SIGKILL: no clean shutdown, no offline published by the gateway itself.
+    func killGateway() {
+        gateway?.signal(SIGKILL)
+        _ = gateway?.wait()
+        gateway = nil
+    }
+
+    func stop() async {
+        for process in [simulator, gateway].compactMap({ $0 }) {
+            process.signal(SIGTERM)
+            if await process.wait(timeout: 10) == nil {
+                process.signal(SIGKILL)
+                _ = process.wait()
+            }
+        }
+        await netease.stop()
+        broker.stop()
+    }
+
+    // MARK: Players
+
+    /// A NetEase message copy, signed the way NetEase signs it.
+    @discardableResult
+    func copy(
+        from player: String, to account: String = "claw_m1", _ attach: String, messageID: String = UUID().uuidString,
+        curTime: Date = Date(), tamper: (inout [(String, String)], inout [UInt8]) -> Void = { _, _ in }
+    ) async throws -> HTTP.Answer {
+        var body = NetEaseCopyBody.encode(from: player, to: account, attach: attach, messageID: messageID)
+        var headers = NetEaseCopyBody.headers(body: body, settings: Self.neteaseSettings, now: curTime)
+        tamper(&headers, &body)
+        return try await postCopy(body: body, headers: headers)
+    }
+
+    func postCopy(body: [UInt8], headers: [(String, String)]) async throws -> HTTP.Answer {
+        try await HTTP.request(.POST, "\(base)/im/netease", headers: headers, body: body)
+    }
+
+    static func signedCopyHeaders(_ body: [UInt8]) -> [(String, String)] {
+        NetEaseCopyBody.headers(body: body, settings: neteaseSettings, now: Date())
+    }
+
+    static var neteaseSettings: NetEaseSettings {
+        NetEaseSettings(
+            appKey: FakeNetEaseAPI.appKey, appSecret: FakeNetEaseAPI.appSecret, apiBase: "", callbackPath: "/im/netease",
+            maxClockSkew: .seconds(300), replyTimeout: .seconds(1), replyConcurrency: 1)
+    }
+
+    /// A generic webhook notification, signed with the site's secret.
+    @discardableResult
+    func generic(
+        body: [UInt8], timestamp: String = String(Int64(Date().timeIntervalSince1970)), secret: String = E2ESite.webhookSecret,
+        headers extra: [(String, String)]? = nil
+    ) async throws -> HTTP.Answer {
+        let signature = Signatures.genericSignature(secret: secret, timestamp: timestamp, body: body)
+        let headers = extra ?? [
+            ("Content-Type", "application/json"), (GenericEnvelope.timestampHeader, timestamp),
+            (GenericEnvelope.signatureHeader, signature),
+        ]
+        return try await HTTP.request(.POST, "\(base)/v1/notifications", headers: headers, body: body)
+    }
+
+    @discardableResult
+    func generic(from player: String, to machine: String = "m1", _ attach: String) async throws -> HTTP.Answer {
+        try await generic(body: GenericEnvelope.encode(from: player, to: machine, attach: attach))
+    }
+
+    /// The session of the last turn offer the fake NetEase API delivered to `player`.
+    func offeredSession(to player: String) async throws -> String {
+        var session: String?
+        try await eventually("a turn offer to \(player)") {
+            session = netease.attachments(to: player).compactMap { try? WireMessage.decode(Array($0.utf8)) }
+                .last { $0.code == .turnOffer }?.data
+            return session != nil
+        }
+        return session ?? ""
+    }
+}
