@@ -1,0 +1,168 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import Protocol
+
+/// `claw-gateway notify`: plays a player for one notification.
+struct NotifyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notify",
+        abstract: "Send one signed player notification to a running gateway and print its answer.",
+        discussion: """
+            The notification is what a player's app would send. Examples:
+              claw-gateway notify --from alice --to m1 join Alice
+              claw-gateway notify --from alice --to m1 accept        (takes the session from the gateway)
+              claw-gateway notify --from alice --to m1 move left
+              claw-gateway notify --from alice --to m1 camera 2
+              claw-gateway notify --from alice --to m1 grab
+              claw-gateway notify --from alice --to m1 leave
+              claw-gateway notify --from alice --to m1 '{"command":1,"data":"up","serial":9}'
+            It is signed with the generic webhook's secret (or, with --via netease, as a
+            NetEase message copy) from the config.
+            """
+    )
+
+    @OptionGroup var options: ConfigOptions
+
+    @Option(help: "The player's account.")
+    var from: String
+
+    @Option(help: "The machine's id or IM account.")
+    var to: String
+
+    @Option(help: "generic or netease; default: generic when configured.")
+    var via: String?
+
+    @Option(help: "The serial of a move, grab or camera command; default: from the clock.")
+    var serial: Int64?
+
+    @Option(help: "The gateway's base URL; default: from http.listen.")
+    var url: String?
+
+    @Argument(help: "join [nick] | leave | accept [session] | decline [session] | move DIRECTION | grab | camera ID | '<raw json>'")
+    var words: [String]
+
+    func run() async throws {
+        let config = try options.load()
+        let base = url ?? "http://\(["0.0.0.0", "::", ""].contains(config.http.host) ? "127.0.0.1" : config.http.host):\(config.http.port)"
+        let request: HTTPClientRequest
+        do {
+            request = try signedRequest(attach: try await attachment(base: base), base: base, im: config.im)
+        } catch let problem as NotifyProblem {
+            printError(problem.message)
+            throw ExitCode.validationFailure
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        } catch {
+            printError("No answer from the gateway at \(base): \(error)")
+            throw ExitCode(ExitStatus.unavailable)
+        }
+        let body = try await response.body.collect(upTo: 1 << 20)
+        print("HTTP \(response.status.code) \(String(buffer: body))")
+        guard (200..<300).contains(response.status.code) else { throw ExitCode.failure }
+    }
+
+    /// The wire JSON for the words given.
+    private func attachment(base: String) async throws -> String {
+        guard let verb = words.first else { throw NotifyProblem("Say what to send, e.g. join, move left, grab.") }
+        let argument = words.dropFirst().first
+        let serial = serial ?? Int64(Date().timeIntervalSince1970 * 1000)
+        switch verb {
+        case _ where verb.hasPrefix("{"):
+            return words.joined(separator: " ")
+        case "join":
+            return WireMessage(.join, data: words.count > 1 ? words.dropFirst().joined(separator: " ") : nil).encodedString()
+        case "leave":
+            return WireMessage(.leave).encodedString()
+        case "accept", "decline":
+            var session = argument
+            if session == nil { session = try await currentSession(base: base) }
+            return WireMessage(verb == "accept" ? .acceptTurn : .declineTurn, data: session).encodedString()
+        case "move":
+            guard let argument else { throw NotifyProblem("move needs a direction: up, down, left, right or stop.") }
+            return WireMessage(.move, data: argument, serial: serial).encodedString()
+        case "grab":
+            return WireMessage(.grab, serial: serial).encodedString()
+        case "camera":
+            guard let argument else { throw NotifyProblem("camera needs a camera id, e.g. camera 2.") }
+            return WireMessage(.camera, data: argument, serial: serial).encodedString()
+        default:
+            throw NotifyProblem("Unknown notification \"\(verb)\"; use join, leave, accept, decline, move, grab, camera or raw JSON.")
+        }
+    }
+
+    /// The session the gateway offered this player, read from the machine's API.
+    private func currentSession(base: String) async throws -> String {
+        let request = HTTPClientRequest(url: "\(base)/v1/machines/\(to)")
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+            let player = object["player"] as? [String: Any], player["accid"] as? String == from,
+            let session = player["session"] as? String
+        else {
+            throw NotifyProblem("\(from) holds no turn on \(to) right now; join first, or give the session id.")
+        }
+        return session
+    }
+
+    private func signedRequest(attach: String, base: String, im: IMSettings) throws -> HTTPClientRequest {
+        let provider = via ?? (im.generic != nil ? "generic" : "netease")
+        switch provider {
+        case "generic":
+            guard let generic = im.generic else { throw NotifyProblem("The config has no im.generic section.") }
+            let body = GenericEnvelope.encode(from: from, to: to, attach: attach)
+            let timestamp = String(Int64(Date().timeIntervalSince1970))
+            var request = HTTPClientRequest(url: base + "/v1/notifications")
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: GenericEnvelope.timestampHeader, value: timestamp)
+            request.headers.add(
+                name: GenericEnvelope.signatureHeader,
+                value: Signatures.genericSignature(secret: generic.secret, timestamp: timestamp, body: body))
+            request.body = .bytes(ByteBuffer(bytes: body))
+            return request
+        case "netease":
+            guard let netease = im.netease else { throw NotifyProblem("The config has no im.netease section.") }
+            let body = NetEaseCopyBody.encode(from: from, to: to, attach: attach)
+            var request = HTTPClientRequest(url: base + netease.callbackPath)
+            request.method = .POST
+            for (name, value) in NetEaseCopyBody.headers(body: body, settings: netease, now: Date()) {
+                request.headers.add(name: name, value: value)
+            }
+            request.body = .bytes(ByteBuffer(bytes: body))
+            return request
+        default:
+            throw NotifyProblem("--via must be generic or netease.")
+        }
+    }
+}
+
+/// What `notify` could not make sense of; printed without the usage text.
+struct NotifyProblem: Error {
+    var message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// A NetEase message copy as NetEase sends it: for `notify`, the tests and the benchmark.
+enum NetEaseCopyBody {
+    static func encode(from: String, to: String, attach: String, messageID: String = UUID().uuidString) -> [UInt8] {
+        let object: [String: String] = [
+            "eventType": "1", "convType": "CUSTOM_PERSON", "msgType": "CUSTOM_P2P_MSG", "fromAccount": from, "to": to,
+            "attach": attach, "msgidServer": messageID, "msgTimestamp": String(Int64(Date().timeIntervalSince1970 * 1000)),
+        ]
+        return Array((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data())
+    }
+
+    /// `AppKey`, `CurTime` (milliseconds, as on the copy), `MD5`, `CheckSum`.
+    static func headers(body: [UInt8], settings: NetEaseSettings, now: Date) -> [(String, String)] {
+        let md5 = Signatures.md5Hex(body)
+        let curTime = String(Int64(now.timeIntervalSince1970 * 1000))
+        return [
+            ("Content-Type", "application/json"), ("AppKey", settings.appKey), ("CurTime", curTime), ("MD5", md5),
+            ("CheckSum", Signatures.netEaseCopyChecksum(secret: settings.appSecret, md5: md5, curTime: curTime)),
+        ]
+    }
+}

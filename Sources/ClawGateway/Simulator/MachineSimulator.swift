@@ -1,0 +1,107 @@
+import Foundation
+import Logging
+import Protocol
+import ServiceLifecycle
+
+/// Stands in for one machine's PC (and camera switch): says `online` on its
+/// retained `state` with an `offline` will, acknowledges every control and
+/// camera message, and reports a result some time after each grab.
+struct MachineSimulator: Service {
+    struct Behaviour: Sendable {
+        var winRate = 0.3
+        var ackDelay: Duration = .milliseconds(20)
+        var resultDelay: Duration = .seconds(3)
+        /// Go offline (a clean `offline`) after this long online, for `offlineFor`; nil stays online.
+        var offlineAfter: Duration?
+        var offlineFor: Duration = .seconds(10)
+    }
+
+    let machine: MachineConfig
+    let topics: MachineTopics
+    let client: MQTTClient
+    let behaviour: Behaviour
+    let logger: Logger
+
+    init(machine: MachineConfig, settings: MQTTSettings, behaviour: Behaviour, logger: Logger) throws(MQTTError) {
+        let topics = MachineTopics(machine, Topics(prefix: settings.topicPrefix))
+        var configuration = MQTTClientConfiguration(
+            settings: settings,
+            will: MQTTWill(topic: topics.state, payload: Array(Presence.offline.rawValue.utf8)))
+        configuration.clientID = "claw-sim-\(machine.id)-\(UInt32.random(in: 0...UInt32.max))"
+        var logger = logger
+        logger[metadataKey: "machine.id"] = .string(machine.id)
+        self.machine = machine
+        self.topics = topics
+        self.client = try MQTTClient(configuration: configuration, logger: logger)
+        self.behaviour = behaviour
+        self.logger = logger
+    }
+
+    func run() async throws {
+        let client = client, topics = topics
+        client.onConnected { Self.say(.online, client: client, topics: topics) }
+        client.subscribe(Array(Set([topics.control, topics.camera])), qos: .atMostOnce)
+        client.start()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await handleMessages() }
+            if let offlineAfter = behaviour.offlineAfter {
+                group.addTask { await flap(every: offlineAfter) }
+            }
+            try? await gracefulShutdown()
+            Self.say(.offline, client: client, topics: topics)
+            await client.shutdown()
+            group.cancelAll()
+        }
+    }
+
+    private func handleMessages() async {
+        for await message in client.messages {
+            guard let command = try? WireMessage.decode(message.payload), let serial = command.serial else {
+                logger.warning("Simulator ignored a message it cannot read", metadata: ["mqtt.topic": .string(message.topic)])
+                continue
+            }
+            logger.info(
+                "Simulated machine received",
+                metadata: ["mqtt.topic": .string(message.topic), "mqtt.payload": .string(String(decoding: message.payload, as: UTF8.self))])
+            after(behaviour.ackDelay) { [client, topics] in
+                try? client.publish(topics.ack, payload: WireMessage(.ack, data: "ok", serial: serial).encoded(), qos: .atMostOnce)
+            }
+            if command.code == .grab {
+                let won = Double.random(in: 0..<1) < behaviour.winRate
+                after(behaviour.resultDelay) { [client, topics, logger] in
+                    logger.info("Simulated machine reports a result", metadata: ["game.won": .stringConvertible(won)])
+                    try? client.publish(
+                        topics.result, payload: WireMessage(.result, data: String(won)).encoded(), qos: .atLeastOnce)
+                }
+            }
+        }
+    }
+
+    /// Goes offline and back, to show what players and operators see.
+    private func flap(every period: Duration) async {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: period)
+                Self.say(.offline, client: client, topics: topics)
+                logger.notice("Simulated machine offline")
+                try await Task.sleep(for: behaviour.offlineFor)
+                Self.say(.online, client: client, topics: topics)
+                logger.notice("Simulated machine online")
+            } catch {
+                return
+            }
+        }
+    }
+
+    private func after(_ delay: Duration, _ action: @escaping @Sendable () -> Void) {
+        guard delay > .zero else { return action() }
+        Task {
+            try? await Task.sleep(for: delay)
+            action()
+        }
+    }
+
+    private static func say(_ presence: Presence, client: MQTTClient, topics: MachineTopics) {
+        try? client.publish(topics.state, payload: Array(presence.rawValue.utf8), qos: .atLeastOnce, retain: true)
+    }
+}
