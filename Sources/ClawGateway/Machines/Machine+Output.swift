@@ -24,6 +24,7 @@ extension Machine {
         var event = GameEvent(
             type: type, seq: state.eventSeq, ts: Timestamp.string(environment.clock.wallNow()), machine: id)
         fill(&event)
+        GatewayMetrics.record(event)
         guard !state.stopped else { return }
         do {
             let payload = try Self.encoder.encode(event)

@@ -18,7 +18,7 @@ final class E2ESite {
 
     var base: String { "http://127.0.0.1:\(site.httpPort)" }
 
-    init(game: String = "", simulate: Bool = true, simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]) async throws {
+    init(game: String = "", simulate: Bool = true, adminToken: String? = nil, simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]) async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
         site = try TestSite(
@@ -34,7 +34,7 @@ final class E2ESite {
                   generic:
                     secret: \(Self.webhookSecret)
 
-                """)
+                """, adminToken: adminToken)
         try startGateway()
         if simulate {
             simulator = try GatewayBinary.start(
@@ -49,9 +49,9 @@ final class E2ESite {
 
     /// Runs `body` on a new site and stops every process afterwards, also when `body` throws.
     static func with(
-        game: String = "", simulate: Bool = true, _ body: (E2ESite) async throws -> Void
+        game: String = "", simulate: Bool = true, adminToken: String? = nil, _ body: (E2ESite) async throws -> Void
     ) async throws {
-        let site = try await E2ESite(game: game, simulate: simulate)
+        let site = try await E2ESite(game: game, simulate: simulate, adminToken: adminToken)
         do {
             try await body(site)
         } catch {

@@ -10,7 +10,10 @@ struct TestSite {
     var database: URL { directory.appendingPathComponent("data/gateway.sqlite") }
 
     /// - Parameter extra: YAML appended at the top level (e.g. an `im:` section).
-    init(broker: MosquittoBroker, machines: [String] = ["m1", "m2"], game: String = "", extra: String = "") throws {
+    init(
+        broker: MosquittoBroker, machines: [String] = ["m1", "m2"], game: String = "", extra: String = "",
+        adminToken: String? = nil
+    ) throws {
         directory = try TemporaryDirectory.make(prefix: "site")
         httpPort = try FreePort.next()
         var yaml = """
@@ -21,6 +24,7 @@ struct TestSite {
               url: \(broker.url)
             http:
               listen: 127.0.0.1:\(httpPort)
+            \(adminToken.map { "  admin_token: \($0)" } ?? "")
             storage:
               path: data/gateway.sqlite
 
