@@ -7,8 +7,8 @@ import ServiceLifecycle
 
 /// The running parts of one gateway, wired together from a config.
 ///
-/// `services` are in start order: the games (with their storage), MQTT, the
-/// reply queues, then HTTP, so that by the time a notification or a machine's
+/// `services` are in start order: the games (with their storage), the reply
+/// queues, MQTT, then HTTP, so that by the time a notification or a machine's
 /// message arrives, everything it needs is up. The service group stops them
 /// in reverse: HTTP stops taking requests first, storage closes last.
 struct Gateway {
@@ -47,9 +47,11 @@ struct Gateway {
             HTTPServer.Parts(
                 config: config, arcade: arcade, store: store, isBrokerConnected: { mqtt.isConnected }, metrics: exporter),
             logger: logger)
-        var services: [any Service] = [ArcadeService(arcade: arcade, store: store, logger: logger), mqttService]
+        // The reply queues stop after MQTT, so results that arrive while MQTT
+        // winds down still reach their players.
+        var services: [any Service] = [ArcadeService(arcade: arcade, store: store, logger: logger)]
         services += players == nil ? queues.values.sorted { $0.delivery.provider < $1.delivery.provider } as [any Service] : []
-        services.append(http)
+        services += [mqttService, http]
         return Gateway(config: config, mqtt: mqtt, store: store, arcade: arcade, services: services)
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import ArgumentParser
 import Logging
 import Metrics
@@ -22,6 +23,9 @@ struct RunCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "claw-gateway")
         logger[metadataKey: "gateway.id"] = .string(config.gateway.id)
+        // There is no reload: a stray SIGHUP (a closed terminal, a mistaken
+        // `systemctl reload`) must not take the gateway down.
+        signal(SIGHUP, SIG_IGN)
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let gateway = try await Gateway.build(config: config, logger: logger, metrics: registry)

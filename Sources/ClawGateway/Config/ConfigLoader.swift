@@ -201,6 +201,15 @@ private struct Schema {
                 id: id, name: section.nonEmpty("name") ?? id, imAccount: account,
                 cameras: readCameras(section.list("cameras") ?? []), cameraTopic: cameraTopic))
         }
+        // A notification's `to` may be an id or an im_account: neither may name two machines.
+        for machine in machines where machine.imAccount != machine.id {
+            if let other = machines.firstIndex(where: { $0.id == machine.imAccount }) {
+                let index = machines.firstIndex { $0.id == machine.id } ?? 0
+                reader.report(
+                    "machines[\(index)].im_account",
+                    "\"\(machine.imAccount)\" is the id of machines[\(other)]; an account may not name another machine")
+            }
+        }
         return machines
     }
 

@@ -7,7 +7,8 @@ import ServiceLifecycle
 /// hands every inbound message to `handle`, and on graceful shutdown publishes
 /// `offline` and disconnects.
 ///
-/// It is the first service of the gateway to start and the last to stop.
+/// It starts after the games (which it feeds) and before the HTTP server and
+/// the reply queues, and stops in the reverse order.
 struct MQTTService: Service {
     let client: MQTTClient
     let topics: Topics

@@ -21,7 +21,8 @@ enum GatewayMetrics {
         case .command:
             Counter(label: "claw_commands_forwarded_total", dimensions: [("machine", event.machine)]).increment()
         case .dropped:
-            Counter(label: "claw_commands_dropped_total", dimensions: [("reason", event.reason ?? "unknown")]).increment()
+            Counter(
+                label: "claw_commands_dropped_total", dimensions: [("machine", event.machine), ("reason", event.reason ?? "unknown")]).increment()
         case .ack:
             if let latency = event.latencyMs {
                 CoreMetrics.Timer(label: "claw_ack_latency_seconds", preferredDisplayUnit: .seconds)

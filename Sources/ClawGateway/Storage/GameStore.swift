@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Protocol
+import Synchronization
 
 /// The durable side of every machine: the waiting queues, the game records and
 /// each machine's snapshot sequence and pause flag, in one SQLite file.
@@ -15,6 +16,8 @@ import Protocol
 final class GameStore: Sendable {
     let path: String
     private let pool: DatabasePool
+    /// Set while writes fail (disk full, file removed): `/readyz` reports it.
+    private let writesFailing = Atomic<Bool>(false)
 
     init(path: String) throws(StorageError) {
         self.path = path
@@ -124,7 +127,9 @@ final class GameStore: Sendable {
                     try Self.apply(change, machine: machine, db)
                 }
             }
+            writesFailing.store(false, ordering: .relaxed)
         } catch {
+            writesFailing.store(true, ordering: .relaxed)
             throw StorageError(path: path, operation: "write \(machine)", underlying: error)
         }
     }
@@ -153,9 +158,9 @@ final class GameStore: Sendable {
         }
     }
 
-    /// Whether the file can still be read: for `/readyz`.
+    /// Whether the file can be read and the last write succeeded: for `/readyz`.
     func check() -> Bool {
-        (try? pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }) == 1
+        !writesFailing.load(ordering: .relaxed) && (try? pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }) == 1
     }
 
     /// Checkpoints the WAL into the main file and closes it.

@@ -172,6 +172,7 @@ struct ConfigLoaderTests {
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: gateway}]", expected: "machines[0].id: \"gateway\" is reserved"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}, {id: m2}, {id: m1}]", expected: "machines[2].id: \"m1\" is already the id of machines[0]"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, im_account: x}, {id: m2, im_account: x}]", expected: "machines[1].im_account: \"x\" is already the im_account of machines[0]"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, im_account: claw_m2}, {id: claw_m2}]", expected: "machines[0].im_account: \"claw_m2\" is the id of machines[1]; an account may not name another machine"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, cameras: [{id: \"1\"}, {id: \"1\"}]}]", expected: "machines[0].cameras[1].id: camera \"1\" is listed twice"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, camera_topic: \"claw/+/cam\"}]", expected: "machines[0].camera_topic: \"claw/+/cam\" contains a wildcard"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h, topic_prefix: \"claw/#\" }\nmachines: [{id: m1}]", expected: "mqtt.topic_prefix: \"claw/#\" contains a wildcard"),
