@@ -3,153 +3,154 @@ import Protocol
 import Testing
 
 @testable import ClawGateway
+extension HeavySuites {
+    /// The NetEase path end to end: message copy in over HTTP, commands out over
+    /// MQTT to the simulated PCs, replies out through the (fake) server API.
+    @Suite(.serialized) struct NetEaseEndToEndTests {
+        @Test func aWholeGameFromCallbackToResultReply() async throws {
+            try await E2ESite.with { site in
+                let pc = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/control", "claw/m1/camera"])
 
-/// The NetEase path end to end: message copy in over HTTP, commands out over
-/// MQTT to the simulated PCs, replies out through the (fake) server API.
-@Suite(.serialized) struct NetEaseEndToEndTests {
-    @Test func aWholeGameFromCallbackToResultReply() async throws {
-        try await E2ESite.with { site in
-            let pc = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/control", "claw/m1/camera"])
-
-            #expect(try await site.copy(from: "alice", #"{"command":6,"data":"Alice"}"#).status == 200)
-            let session = try await site.offeredSession(to: "alice")
-            try await site.copy(from: "alice", #"{"command":12,"data":"\#(session)"}"#)
-            try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":1001,"#) }
-            try await site.copy(from: "alice", #"{"command":1,"data":"left","serial":1}"#)
-            try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":1,"data":"left""#) }
-            try await site.copy(from: "alice", #"{"command":3,"data":2,"serial":2}"#)
-            try await pc.waitFor("claw/m1/camera") { $0.hasPrefix(#"{"command":3,"data":"2""#) }
-            try await site.copy(from: "alice", #"{"command":2,"serial":3}"#)
-            try await eventually("the result to reach alice through the server API") {
-                site.netease.attachments(to: "alice").contains(#"{"command":4,"data":"true"}"#)
+                #expect(try await site.copy(from: "alice", #"{"command":6,"data":"Alice"}"#).status == 200)
+                let session = try await site.offeredSession(to: "alice")
+                try await site.copy(from: "alice", #"{"command":12,"data":"\#(session)"}"#)
+                try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":1001,"#) }
+                try await site.copy(from: "alice", #"{"command":1,"data":"left","serial":1}"#)
+                try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":1,"data":"left""#) }
+                try await site.copy(from: "alice", #"{"command":3,"data":2,"serial":2}"#)
+                try await pc.waitFor("claw/m1/camera") { $0.hasPrefix(#"{"command":3,"data":"2""#) }
+                try await site.copy(from: "alice", #"{"command":2,"serial":3}"#)
+                try await eventually("the result to reach alice through the server API") {
+                    site.netease.attachments(to: "alice").contains(#"{"command":4,"data":"true"}"#)
+                }
+                let replies = site.netease.sent.items.filter { $0.to == "alice" }
+                #expect(replies.allSatisfy { $0.headerProblem == nil }, "every call is signed the way NetEase checks")
+                #expect(replies.allSatisfy { $0.from == "claw_m1" && $0.fields["save"] == "1" && $0.fields["msgtype"] == "0" })
+                #expect(replies.first?.fields["option"] == #"{"route":false,"badge":false}"#)
+                let games = try await HTTP.get("\(site.base)/v1/machines/m1/games")
+                #expect(games.body.contains(#""outcome":"won""#))
+                #expect(games.body.contains(#""commands":3"#))
+                await pc.stop()
             }
-            let replies = site.netease.sent.items.filter { $0.to == "alice" }
-            #expect(replies.allSatisfy { $0.headerProblem == nil }, "every call is signed the way NetEase checks")
-            #expect(replies.allSatisfy { $0.from == "claw_m1" && $0.fields["save"] == "1" && $0.fields["msgtype"] == "0" })
-            #expect(replies.first?.fields["option"] == #"{"route":false,"badge":false}"#)
-            let games = try await HTTP.get("\(site.base)/v1/machines/m1/games")
-            #expect(games.body.contains(#""outcome":"won""#))
-            #expect(games.body.contains(#""commands":3"#))
-            await pc.stop()
         }
-    }
 
-    @Test func refusedAndIgnoredCopies() async throws {
-        try await E2ESite.with(simulate: false) { site in
-            try await site.waitReady()
-            let join = #"{"command":6}"#
+        @Test func refusedAndIgnoredCopies() async throws {
+            try await E2ESite.with(simulate: false) { site in
+                try await site.waitReady()
+                let join = #"{"command":6}"#
 
-            let badChecksum = try await site.copy(from: "a", join) { headers, _ in
-                headers = headers.map { $0.0 == "CheckSum" ? ($0.0, String(repeating: "0", count: 40)) : $0 }
+                let badChecksum = try await site.copy(from: "a", join) { headers, _ in
+                    headers = headers.map { $0.0 == "CheckSum" ? ($0.0, String(repeating: "0", count: 40)) : $0 }
+                }
+                #expect(badChecksum.status == 401)
+                #expect(badChecksum.json["code"] as? String == "unauthorized")
+
+                let badMD5 = try await site.copy(from: "a", join) { _, body in body.append(UInt8(ascii: " ")) }
+                #expect(badMD5.status == 401)
+                #expect((badMD5.json["message"] as? String)?.contains("MD5") == true)
+
+                let stale = try await site.copy(from: "a", join, curTime: Date().addingTimeInterval(-3600))
+                #expect(stale.status == 401)
+                let inSeconds = try await site.copy(from: "a", join) { headers, body in
+                    let seconds = String(Int64(Date().timeIntervalSince1970))
+                    let md5 = Signatures.md5Hex(body)
+                    headers = headers.filter { $0.0 != "CurTime" && $0.0 != "CheckSum" } + [
+                        ("CurTime", seconds),
+                        ("CheckSum", Signatures.netEaseCopyChecksum(secret: FakeNetEaseAPI.appSecret, md5: md5, curTime: seconds)),
+                    ]
+                }
+                #expect(inSeconds.status == 200, "CurTime in seconds is accepted too")
+
+                let missing = try await site.postCopy(body: Array("{}".utf8), headers: [])
+                #expect(missing.status == 401)
+
+                let huge = [UInt8](repeating: UInt8(ascii: "x"), count: 70 * 1024)
+                let oversized = try await site.postCopy(body: huge, headers: E2ESite.signedCopyHeaders(huge))
+                #expect(oversized.status == 413)
+                #expect(oversized.json["code"] as? String == "payload_too_large")
+
+                let notJSON = Array("this is not json".utf8)
+                let malformed = try await site.postCopy(body: notJSON, headers: E2ESite.signedCopyHeaders(notJSON))
+                #expect(malformed.status == 400)
+                #expect(malformed.json["code"] as? String == "bad_request")
+
+                let empty = Array("{}".utf8)
+                #expect(try await site.postCopy(body: empty, headers: E2ESite.signedCopyHeaders(empty)).status == 200, "the address check")
+
+                let chat = Array(#"{"eventType":"1","convType":"PERSON","msgType":"TEXT","fromAccount":"a","to":"claw_m1","body":"hi"}"#.utf8)
+                #expect(try await site.postCopy(body: chat, headers: E2ESite.signedCopyHeaders(chat)).status == 200)
+                let login = Array(#"{"eventType":2,"accid":"a"}"#.utf8)
+                #expect(try await site.postCopy(body: login, headers: E2ESite.signedCopyHeaders(login)).status == 200)
+
+                #expect(try await site.copy(from: "a", to: "someone_else", join).status == 200, "not a machine: ignored")
+
+                #expect(try await site.copy(from: "a", "not json at all").status == 200, "a bad attach is the player's error")
+                let machine = try await HTTP.get("\(site.base)/v1/machines/m1")
+                #expect(machine.json["queue_length"] as? Int == 1, "only the accepted join counted")
+                try await eventually("the invalid_payload reply") {
+                    site.netease.attachments(to: "a").contains { $0.contains("invalid_payload") }
+                }
+
+                // The same copy delivered twice is handled once.
+                try await site.copy(from: "b", join, messageID: "dup-1")
+                try await site.copy(from: "b", #"{"command":7}"#, messageID: "dup-1")
+                let after = try await HTTP.get("\(site.base)/v1/machines/m1")
+                #expect((after.json["waiting"] as? [[String: Any]])?.map { $0["accid"] as? String } == ["a", "b"])
             }
-            #expect(badChecksum.status == 401)
-            #expect(badChecksum.json["code"] as? String == "unauthorized")
-
-            let badMD5 = try await site.copy(from: "a", join) { _, body in body.append(UInt8(ascii: " ")) }
-            #expect(badMD5.status == 401)
-            #expect((badMD5.json["message"] as? String)?.contains("MD5") == true)
-
-            let stale = try await site.copy(from: "a", join, curTime: Date().addingTimeInterval(-3600))
-            #expect(stale.status == 401)
-            let inSeconds = try await site.copy(from: "a", join) { headers, body in
-                let seconds = String(Int64(Date().timeIntervalSince1970))
-                let md5 = Signatures.md5Hex(body)
-                headers = headers.filter { $0.0 != "CurTime" && $0.0 != "CheckSum" } + [
-                    ("CurTime", seconds),
-                    ("CheckSum", Signatures.netEaseCopyChecksum(secret: FakeNetEaseAPI.appSecret, md5: md5, curTime: seconds)),
-                ]
-            }
-            #expect(inSeconds.status == 200, "CurTime in seconds is accepted too")
-
-            let missing = try await site.postCopy(body: Array("{}".utf8), headers: [])
-            #expect(missing.status == 401)
-
-            let huge = [UInt8](repeating: UInt8(ascii: "x"), count: 70 * 1024)
-            let oversized = try await site.postCopy(body: huge, headers: E2ESite.signedCopyHeaders(huge))
-            #expect(oversized.status == 413)
-            #expect(oversized.json["code"] as? String == "payload_too_large")
-
-            let notJSON = Array("this is not json".utf8)
-            let malformed = try await site.postCopy(body: notJSON, headers: E2ESite.signedCopyHeaders(notJSON))
-            #expect(malformed.status == 400)
-            #expect(malformed.json["code"] as? String == "bad_request")
-
-            let empty = Array("{}".utf8)
-            #expect(try await site.postCopy(body: empty, headers: E2ESite.signedCopyHeaders(empty)).status == 200, "the address check")
-
-            let chat = Array(#"{"eventType":"1","convType":"PERSON","msgType":"TEXT","fromAccount":"a","to":"claw_m1","body":"hi"}"#.utf8)
-            #expect(try await site.postCopy(body: chat, headers: E2ESite.signedCopyHeaders(chat)).status == 200)
-            let login = Array(#"{"eventType":2,"accid":"a"}"#.utf8)
-            #expect(try await site.postCopy(body: login, headers: E2ESite.signedCopyHeaders(login)).status == 200)
-
-            #expect(try await site.copy(from: "a", to: "someone_else", join).status == 200, "not a machine: ignored")
-
-            #expect(try await site.copy(from: "a", "not json at all").status == 200, "a bad attach is the player's error")
-            let machine = try await HTTP.get("\(site.base)/v1/machines/m1")
-            #expect(machine.json["queue_length"] as? Int == 1, "only the accepted join counted")
-            try await eventually("the invalid_payload reply") {
-                site.netease.attachments(to: "a").contains { $0.contains("invalid_payload") }
-            }
-
-            // The same copy delivered twice is handled once.
-            try await site.copy(from: "b", join, messageID: "dup-1")
-            try await site.copy(from: "b", #"{"command":7}"#, messageID: "dup-1")
-            let after = try await HTTP.get("\(site.base)/v1/machines/m1")
-            #expect((after.json["waiting"] as? [[String: Any]])?.map { $0["accid"] as? String } == ["a", "b"])
         }
-    }
 
-    @Test func aFailingOrHangingServerAPIDoesNotStallTheGame() async throws {
-        try await E2ESite.with { site in
-            let pc = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/control"])
-            site.netease.set(.hanging)
-            try await site.generic(from: "carol", #"{"command":6}"#)
-            let join = try await site.copy(from: "alice", #"{"command":6}"#)
-            #expect(join.status == 200)
-            let session = try #require(try await HTTP.get("\(site.base)/v1/machines/m1").json["player"] as? [String: Any])["session"] as? String
-            let clock = ContinuousClock()
-            let started = clock.now
-            try await site.copy(from: "carol", #"{"command":12,"data":"\#(session ?? "")"}"#)
-            for serial in 1...5 {
-                #expect(try await site.copy(from: "carol", #"{"command":1,"data":"up","serial":\#(serial)}"#).status == 200)
+        @Test func aFailingOrHangingServerAPIDoesNotStallTheGame() async throws {
+            try await E2ESite.with { site in
+                let pc = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/control"])
+                site.netease.set(.hanging)
+                try await site.generic(from: "carol", #"{"command":6}"#)
+                let join = try await site.copy(from: "alice", #"{"command":6}"#)
+                #expect(join.status == 200)
+                let session = try #require(try await HTTP.get("\(site.base)/v1/machines/m1").json["player"] as? [String: Any])["session"] as? String
+                let clock = ContinuousClock()
+                let started = clock.now
+                try await site.copy(from: "carol", #"{"command":12,"data":"\#(session ?? "")"}"#)
+                for serial in 1...5 {
+                    #expect(try await site.copy(from: "carol", #"{"command":1,"data":"up","serial":\#(serial)}"#).status == 200)
+                }
+                try await pc.waitFor("claw/m1/control") { $0.contains(#""serial":"#) && $0.contains(#""data":"up""#) }
+                #expect(clock.now - started < .seconds(5), "answers do not wait for the hanging API (reply_timeout is 1s)")
+                site.netease.set(.failing)
+                try await site.copy(from: "carol", #"{"command":2,"serial":9}"#)
+                try await eventually("the next turn to be offered after the result") {
+                    (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["player"].flatMap { ($0 as? [String: Any])?["accid"] as? String } == "alice"
+                }
+                try await eventually("failed replies to be counted") {
+                    (try? await HTTP.get("\(site.base)/metrics"))?.body.contains(#"claw_im_replies_total{provider="netease",result="failed"}"#) == true
+                }
+                await pc.stop()
             }
-            try await pc.waitFor("claw/m1/control") { $0.contains(#""serial":"#) && $0.contains(#""data":"up""#) }
-            #expect(clock.now - started < .seconds(5), "answers do not wait for the hanging API (reply_timeout is 1s)")
-            site.netease.set(.failing)
-            try await site.copy(from: "carol", #"{"command":2,"serial":9}"#)
-            try await eventually("the next turn to be offered after the result") {
-                (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["player"].flatMap { ($0 as? [String: Any])?["accid"] as? String } == "alice"
-            }
-            try await eventually("failed replies to be counted") {
-                (try? await HTTP.get("\(site.base)/metrics"))?.body.contains(#"claw_im_replies_total{provider="netease",result="failed"}"#) == true
-            }
-            await pc.stop()
         }
-    }
 
-    @Test func aKilledGatewayRestoresQueuesAndFinishedGames() async throws {
-        try await E2ESite.with { site in
-            try await site.copy(from: "alice", #"{"command":6}"#)
-            let session = try await site.offeredSession(to: "alice")
-            for player in ["bob", "carol", "dave"] { try await site.copy(from: player, #"{"command":6}"#) }
-            try await site.copy(from: "alice", #"{"command":12,"data":"\#(session)"}"#)
-            try await site.copy(from: "alice", #"{"command":2,"serial":1}"#)
-            try await eventually("alice's game to be recorded") {
-                (try? await HTTP.get("\(site.base)/v1/machines/m1/games"))?.body.contains(#""outcome":"won""#) == true
+        @Test func aKilledGatewayRestoresQueuesAndFinishedGames() async throws {
+            try await E2ESite.with { site in
+                try await site.copy(from: "alice", #"{"command":6}"#)
+                let session = try await site.offeredSession(to: "alice")
+                for player in ["bob", "carol", "dave"] { try await site.copy(from: player, #"{"command":6}"#) }
+                try await site.copy(from: "alice", #"{"command":12,"data":"\#(session)"}"#)
+                try await site.copy(from: "alice", #"{"command":2,"serial":1}"#)
+                try await eventually("alice's game to be recorded") {
+                    (try? await HTTP.get("\(site.base)/v1/machines/m1/games"))?.body.contains(#""outcome":"won""#) == true
+                }
+                try await site.copy(from: "dave", #"{"command":7}"#)
+                try await eventually("dave's leave to show") {
+                    (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["queue_length"] as? Int == 1
+                }
+                site.killGateway()
+                try site.startGateway()
+                try await site.waitReady()
+                let machine = try await HTTP.get("\(site.base)/v1/machines/m1")
+                let holder = (machine.json["player"] as? [String: Any])?["accid"] as? String
+                let waiting = (machine.json["waiting"] as? [[String: Any]])?.compactMap { $0["accid"] as? String } ?? []
+                #expect([holder].compactMap { $0 } + waiting == ["bob", "carol"], "bob (offered when killed) keeps the head")
+                let games = try await HTTP.get("\(site.base)/v1/machines/m1/games")
+                #expect(games.body.contains(#""player":"alice""#) && games.body.contains(#""outcome":"won""#))
             }
-            try await site.copy(from: "dave", #"{"command":7}"#)
-            try await eventually("dave's leave to show") {
-                (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["queue_length"] as? Int == 1
-            }
-            site.killGateway()
-            try site.startGateway()
-            try await site.waitReady()
-            let machine = try await HTTP.get("\(site.base)/v1/machines/m1")
-            let holder = (machine.json["player"] as? [String: Any])?["accid"] as? String
-            let waiting = (machine.json["waiting"] as? [[String: Any]])?.compactMap { $0["accid"] as? String } ?? []
-            #expect([holder].compactMap { $0 } + waiting == ["bob", "carol"], "bob (offered when killed) keeps the head")
-            let games = try await HTTP.get("\(site.base)/v1/machines/m1/games")
-            #expect(games.body.contains(#""player":"alice""#) && games.body.contains(#""outcome":"won""#))
         }
     }
 }

@@ -6,198 +6,199 @@ import Synchronization
 import Testing
 
 @testable import ClawGateway
+extension HeavySuites {
+    @Suite("MQTT client against a real mosquitto")
+    struct MQTTClientTests {
+        let logger = Logger(label: "test")
 
-@Suite("MQTT client against a real mosquitto")
-struct MQTTClientTests {
-    let logger = Logger(label: "test")
-
-    private func client(
-        _ broker: MosquittoBroker, id: String, will: MQTTWill? = nil, tls: TLSSettings? = nil
-    ) throws -> MQTTClient {
-        var configuration = MQTTClientConfiguration(host: "127.0.0.1", port: broker.port, clientID: id)
-        configuration.will = will
-        configuration.tls = tls
-        configuration.reconnectDelay = 1...2
-        return try MQTTClient(configuration: configuration, logger: logger)
-    }
-
-    @Test("a message published by one client reaches a subscriber")
-    func roundTrip() async throws {
-        let broker = try MosquittoBroker.start()
-        let subscriber = try await TestSubscriber(broker: broker, topics: ["t/#"])
-        let publisher = try client(broker, id: "pub")
-        publisher.start()
-        try await eventually("the publisher to connect") { publisher.isConnected }
-        try publisher.publish("t/x", payload: Array("hello".utf8), qos: .atLeastOnce)
-        try publisher.publish("t/y", payload: [0, 1, 2, 255])
-        let hello = try await subscriber.waitFor("t/x")
-        #expect(hello == "hello")
-        try await eventually("the binary payload") { subscriber.messages.contains { $0.topic == "t/y" } }
-        #expect(subscriber.messages.first { $0.topic == "t/y" }?.payload == [0, 1, 2, 255])
-        await publisher.shutdown()
-        await subscriber.stop()
-    }
-
-    @Test("a publish while disconnected fails at once and is not delivered later")
-    func publishWhileDisconnected() async throws {
-        let broker = try MosquittoBroker()  // not started
-        let publisher = try client(broker, id: "early")
-        publisher.start()
-        #expect(throws: MQTTError.self) {
-            try publisher.publish("t/late", payload: Array("late".utf8))
+        private func client(
+            _ broker: MosquittoBroker, id: String, will: MQTTWill? = nil, tls: TLSSettings? = nil
+        ) throws -> MQTTClient {
+            var configuration = MQTTClientConfiguration(host: "127.0.0.1", port: broker.port, clientID: id)
+            configuration.will = will
+            configuration.tls = tls
+            configuration.reconnectDelay = 1...2
+            return try MQTTClient(configuration: configuration, logger: logger)
         }
-        do {
-            try publisher.publish("t/late", payload: Array("late".utf8))
-        } catch {
-            #expect(error.code == .notConnected)
+
+        @Test("a message published by one client reaches a subscriber")
+        func roundTrip() async throws {
+            let broker = try MosquittoBroker.start()
+            let subscriber = try await TestSubscriber(broker: broker, topics: ["t/#"])
+            let publisher = try client(broker, id: "pub")
+            publisher.start()
+            try await eventually("the publisher to connect") { publisher.isConnected }
+            try publisher.publish("t/x", payload: Array("hello".utf8), qos: .atLeastOnce)
+            try publisher.publish("t/y", payload: [0, 1, 2, 255])
+            let hello = try await subscriber.waitFor("t/x")
+            #expect(hello == "hello")
+            try await eventually("the binary payload") { subscriber.messages.contains { $0.topic == "t/y" } }
+            #expect(subscriber.messages.first { $0.topic == "t/y" }?.payload == [0, 1, 2, 255])
+            await publisher.shutdown()
+            await subscriber.stop()
         }
-        try broker.start()
-        let subscriber = try await TestSubscriber(broker: broker, topics: ["t/#"])
-        try await eventually("the publisher to connect once the broker is up") { publisher.isConnected }
-        try publisher.publish("t/now", payload: Array("now".utf8))
-        try await subscriber.waitFor("t/now")
-        #expect(subscriber.payloads(on: "t/late").isEmpty)
-        await publisher.shutdown()
-        await subscriber.stop()
-    }
 
-    @Test("a client started while the broker is down connects when it comes up, and resubscribes")
-    func startsWhileBrokerDown() async throws {
-        let broker = try MosquittoBroker()
-        let waiting = try client(broker, id: "waiting")
-        waiting.subscribe(["t/in"], qos: .atLeastOnce)
-        let connects = ConnectCounter()
-        waiting.onConnected { connects.increment() }
-        waiting.start()
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(!waiting.isConnected)
-        #expect(waiting.lastError != nil)
-        try broker.start()
-        try await eventually("the first connect") { waiting.isConnected }
-        try await eventually("the connected hook") { connects.value == 1 }
-        let publisher = try client(broker, id: "pub2")
-        publisher.start()
-        try await eventually("the publisher") { publisher.isConnected }
-        let received = Mutex<[MQTTMessage]>([])
-        let reader = Task { for await message in waiting.messages { received.withLock { $0.append(message) } } }
-        try await eventually("a message through the subscription made before connecting") {
-            try publisher.publish("t/in", payload: Array("x".utf8))
-            try await Task.sleep(for: .milliseconds(50))
-            return received.withLock { !$0.isEmpty }
+        @Test("a publish while disconnected fails at once and is not delivered later")
+        func publishWhileDisconnected() async throws {
+            let broker = try MosquittoBroker()  // not started
+            let publisher = try client(broker, id: "early")
+            publisher.start()
+            #expect(throws: MQTTError.self) {
+                try publisher.publish("t/late", payload: Array("late".utf8))
+            }
+            do {
+                try publisher.publish("t/late", payload: Array("late".utf8))
+            } catch {
+                #expect(error.code == .notConnected)
+            }
+            try broker.start()
+            let subscriber = try await TestSubscriber(broker: broker, topics: ["t/#"])
+            try await eventually("the publisher to connect once the broker is up") { publisher.isConnected }
+            try publisher.publish("t/now", payload: Array("now".utf8))
+            try await subscriber.waitFor("t/now")
+            #expect(subscriber.payloads(on: "t/late").isEmpty)
+            await publisher.shutdown()
+            await subscriber.stop()
         }
-        #expect(received.withLock { $0.first?.topic } == "t/in")
-        #expect(waiting.connectCount == 1)
-        await publisher.shutdown()
-        await waiting.shutdown()
-        await reader.value
-    }
 
-    @Test("the last will is published when the gateway process dies without a goodbye")
-    func willOnCrash() async throws {
-        let broker = try MosquittoBroker.start()
-        let subscriber = try await TestSubscriber(broker: broker, topics: ["claw/gateway/state"])
-        let files = try TestSite(broker: broker)
-        let gateway = try GatewayBinary.start(["run", "--config", files.config.path], log: files.log)
-        try await subscriber.waitFor("claw/gateway/state") { $0 == "online" }
-        subscriber.clear()
-        gateway.signal(SIGKILL)
-        gateway.wait()
-        let state = try await subscriber.waitFor("claw/gateway/state", timeout: .seconds(15))
-        #expect(state == "offline")
-        await subscriber.stop()
-    }
-
-    @Test("SIGTERM publishes offline and exits 0")
-    func gracefulStop() async throws {
-        let broker = try MosquittoBroker.start()
-        let subscriber = try await TestSubscriber(broker: broker, topics: ["claw/gateway/state"])
-        let files = try TestSite(broker: broker)
-        let gateway = try GatewayBinary.start(["run", "--config", files.config.path], log: files.log)
-        try await subscriber.waitFor("claw/gateway/state") { $0 == "online" }
-        subscriber.clear()
-        gateway.signal(SIGTERM)
-        #expect(await gateway.wait(timeout: 15) == 0, "\(files.logText)")
-        let state = try await subscriber.waitFor("claw/gateway/state")
-        #expect(state == "offline")
-        await subscriber.stop()
-    }
-
-    @Test("after the broker is killed and restarted the gateway reconnects and republishes its state")
-    func reconnectRepublishes() async throws {
-        let broker = try MosquittoBroker.start()
-        let topics = Topics()
-        var configuration = MQTTClientConfiguration(host: "127.0.0.1", port: broker.port, clientID: "gw")
-        configuration.will = MQTTService.will(topics: topics)
-        configuration.reconnectDelay = 1...2
-        let client = try MQTTClient(configuration: configuration, logger: logger)
-        let republished = ConnectCounter()
-        let service = MQTTService(
-            client: client, topics: topics, subscriptions: [("claw/m1/ack", .atMostOnce)], logger: logger,
-            onConnected: { republished.increment() }, handle: { _ in })
-        let group = ServiceGroup(services: [service], logger: logger)
-        let running = Task { try await group.run() }
-
-        try await eventually("the first connect") { client.isConnected && republished.value == 1 }
-        broker.kill()
-        try await eventually("the lost connection to be noticed") { !client.isConnected }
-        #expect(throws: MQTTError.self) { try client.publish("claw/m1/control", payload: [1]) }
-        try broker.start()  // no persistence: the retained state is gone until republished
-        try await eventually("the reconnect", timeout: .seconds(20)) { client.isConnected && republished.value == 2 }
-        let subscriber = try await TestSubscriber(broker: broker, topics: ["claw/gateway/state"])
-        let state = try await subscriber.waitFor("claw/gateway/state")
-        #expect(state == "online")
-
-        await group.triggerGracefulShutdown()
-        try await running.value
-        try await subscriber.waitFor("claw/gateway/state") { $0 == "offline" }
-        await subscriber.stop()
-    }
-
-    @Test("TLS: connects with the CA that signed the broker's certificate")
-    func tlsWithRightCA() async throws {
-        let tls = try TLSFixture.make()
-        let broker = try MosquittoBroker.start(config: tls.brokerConfig)
-        let secure = try client(broker, id: "tls", tls: TLSSettings(caFile: tls.caCertificate.path))
-        secure.subscribe(["t/tls"], qos: .atLeastOnce)
-        secure.start()
-        try await eventually("the TLS connection") { secure.isConnected }
-        try secure.publish("t/tls", payload: Array("secret".utf8), qos: .atLeastOnce)
-        var received: MQTTMessage?
-        for await message in secure.messages {
-            received = message
-            break
+        @Test("a client started while the broker is down connects when it comes up, and resubscribes")
+        func startsWhileBrokerDown() async throws {
+            let broker = try MosquittoBroker()
+            let waiting = try client(broker, id: "waiting")
+            waiting.subscribe(["t/in"], qos: .atLeastOnce)
+            let connects = ConnectCounter()
+            waiting.onConnected { connects.increment() }
+            waiting.start()
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(!waiting.isConnected)
+            #expect(waiting.lastError != nil)
+            try broker.start()
+            try await eventually("the first connect") { waiting.isConnected }
+            try await eventually("the connected hook") { connects.value == 1 }
+            let publisher = try client(broker, id: "pub2")
+            publisher.start()
+            try await eventually("the publisher") { publisher.isConnected }
+            let received = Mutex<[MQTTMessage]>([])
+            let reader = Task { for await message in waiting.messages { received.withLock { $0.append(message) } } }
+            try await eventually("a message through the subscription made before connecting") {
+                try publisher.publish("t/in", payload: Array("x".utf8))
+                try await Task.sleep(for: .milliseconds(50))
+                return received.withLock { !$0.isEmpty }
+            }
+            #expect(received.withLock { $0.first?.topic } == "t/in")
+            #expect(waiting.connectCount == 1)
+            await publisher.shutdown()
+            await waiting.shutdown()
+            await reader.value
         }
-        #expect(received?.payload == Array("secret".utf8))
-        await secure.shutdown()
-    }
 
-    @Test("TLS: a wrong CA never connects and says why")
-    func tlsWithWrongCA() async throws {
-        let tls = try TLSFixture.make()
-        let other = try TLSFixture.make(name: "some-other-ca")
-        let broker = try MosquittoBroker.start(config: tls.brokerConfig)
-        let secure = try client(broker, id: "tls-wrong", tls: TLSSettings(caFile: other.caCertificate.path))
-        secure.start()
-        try await eventually("an error to be reported") { secure.lastError != nil }
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(!secure.isConnected)
-        let error = secure.lastError ?? ""
-        #expect(error.lowercased().contains("certificate") || error.lowercased().contains("tls"), "\(error)")
-        await secure.shutdown()
-    }
+        @Test("the last will is published when the gateway process dies without a goodbye")
+        func willOnCrash() async throws {
+            let broker = try MosquittoBroker.start()
+            let subscriber = try await TestSubscriber(broker: broker, topics: ["claw/gateway/state"])
+            let files = try TestSite(broker: broker)
+            let gateway = try GatewayBinary.start(["run", "--config", files.config.path], log: files.log)
+            try await subscriber.waitFor("claw/gateway/state") { $0 == "online" }
+            subscriber.clear()
+            gateway.signal(SIGKILL)
+            gateway.wait()
+            let state = try await subscriber.waitFor("claw/gateway/state", timeout: .seconds(15))
+            #expect(state == "offline")
+            await subscriber.stop()
+        }
 
-    @Test("TLS: a missing CA file is refused when the client is made")
-    func tlsMissingFile() throws {
-        let broker = try MosquittoBroker()
-        #expect(throws: MQTTError.self) {
-            _ = try client(broker, id: "tls-missing", tls: TLSSettings(caFile: "/nonexistent/ca.crt"))
+        @Test("SIGTERM publishes offline and exits 0")
+        func gracefulStop() async throws {
+            let broker = try MosquittoBroker.start()
+            let subscriber = try await TestSubscriber(broker: broker, topics: ["claw/gateway/state"])
+            let files = try TestSite(broker: broker)
+            let gateway = try GatewayBinary.start(["run", "--config", files.config.path], log: files.log)
+            try await subscriber.waitFor("claw/gateway/state") { $0 == "online" }
+            subscriber.clear()
+            gateway.signal(SIGTERM)
+            #expect(await gateway.wait(timeout: 15) == 0, "\(files.logText)")
+            let state = try await subscriber.waitFor("claw/gateway/state")
+            #expect(state == "offline")
+            await subscriber.stop()
+        }
+
+        @Test("after the broker is killed and restarted the gateway reconnects and republishes its state")
+        func reconnectRepublishes() async throws {
+            let broker = try MosquittoBroker.start()
+            let topics = Topics()
+            var configuration = MQTTClientConfiguration(host: "127.0.0.1", port: broker.port, clientID: "gw")
+            configuration.will = MQTTService.will(topics: topics)
+            configuration.reconnectDelay = 1...2
+            let client = try MQTTClient(configuration: configuration, logger: logger)
+            let republished = ConnectCounter()
+            let service = MQTTService(
+                client: client, topics: topics, subscriptions: [("claw/m1/ack", .atMostOnce)], logger: logger,
+                onConnected: { republished.increment() }, handle: { _ in })
+            let group = ServiceGroup(services: [service], logger: logger)
+            let running = Task { try await group.run() }
+
+            try await eventually("the first connect") { client.isConnected && republished.value == 1 }
+            broker.kill()
+            try await eventually("the lost connection to be noticed") { !client.isConnected }
+            #expect(throws: MQTTError.self) { try client.publish("claw/m1/control", payload: [1]) }
+            try broker.start()  // no persistence: the retained state is gone until republished
+            try await eventually("the reconnect", timeout: .seconds(20)) { client.isConnected && republished.value == 2 }
+            let subscriber = try await TestSubscriber(broker: broker, topics: ["claw/gateway/state"])
+            let state = try await subscriber.waitFor("claw/gateway/state")
+            #expect(state == "online")
+
+            await group.triggerGracefulShutdown()
+            try await running.value
+            try await subscriber.waitFor("claw/gateway/state") { $0 == "offline" }
+            await subscriber.stop()
+        }
+
+        @Test("TLS: connects with the CA that signed the broker's certificate")
+        func tlsWithRightCA() async throws {
+            let tls = try TLSFixture.make()
+            let broker = try MosquittoBroker.start(config: tls.brokerConfig)
+            let secure = try client(broker, id: "tls", tls: TLSSettings(caFile: tls.caCertificate.path))
+            secure.subscribe(["t/tls"], qos: .atLeastOnce)
+            secure.start()
+            try await eventually("the TLS connection") { secure.isConnected }
+            try secure.publish("t/tls", payload: Array("secret".utf8), qos: .atLeastOnce)
+            var received: MQTTMessage?
+            for await message in secure.messages {
+                received = message
+                break
+            }
+            #expect(received?.payload == Array("secret".utf8))
+            await secure.shutdown()
+        }
+
+        @Test("TLS: a wrong CA never connects and says why")
+        func tlsWithWrongCA() async throws {
+            let tls = try TLSFixture.make()
+            let other = try TLSFixture.make(name: "some-other-ca")
+            let broker = try MosquittoBroker.start(config: tls.brokerConfig)
+            let secure = try client(broker, id: "tls-wrong", tls: TLSSettings(caFile: other.caCertificate.path))
+            secure.start()
+            try await eventually("an error to be reported") { secure.lastError != nil }
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(!secure.isConnected)
+            let error = secure.lastError ?? ""
+            #expect(error.lowercased().contains("certificate") || error.lowercased().contains("tls"), "\(error)")
+            await secure.shutdown()
+        }
+
+        @Test("TLS: a missing CA file is refused when the client is made")
+        func tlsMissingFile() throws {
+            let broker = try MosquittoBroker()
+            #expect(throws: MQTTError.self) {
+                _ = try client(broker, id: "tls-missing", tls: TLSSettings(caFile: "/nonexistent/ca.crt"))
+            }
         }
     }
-}
 
-/// Counts calls from any thread.
-final class ConnectCounter: Sendable {
-    private let count = Mutex(0)
-    func increment() { count.withLock { $0 += 1 } }
-    var value: Int { count.withLock { $0 } }
+    /// Counts calls from any thread.
+    final class ConnectCounter: Sendable {
+        private let count = Mutex(0)
+        func increment() { count.withLock { $0 += 1 } }
+        var value: Int { count.withLock { $0 } }
+    }
 }

@@ -15,10 +15,11 @@ final class E2ESite {
     let site: TestSite
     private(set) var gateway: ChildProcess?
     private(set) var simulator: ChildProcess?
+    private var simulatorArguments: [String] = []
 
     var base: String { "http://127.0.0.1:\(site.httpPort)" }
 
-    init(game: String = "", simulate: Bool = true, adminToken: String? = nil, simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]) async throws {
+    init(game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]) async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
         site = try TestSite(
@@ -34,12 +35,11 @@ final class E2ESite {
                   generic:
                     secret: \(Self.webhookSecret)
 
-                """, adminToken: adminToken)
+                """, adminToken: adminToken, logLevel: logLevel)
         try startGateway()
+        self.simulatorArguments = simulatorArguments
         if simulate {
-            simulator = try GatewayBinary.start(
-                ["simulate", "--config", site.config.path] + simulatorArguments,
-                log: site.directory.appendingPathComponent("simulate.log"))
+            try restartSimulator()
             try await eventually("both simulated machines to be online") {
                 let list = try? await HTTP.get("\(base)/v1/machines")
                 return (list?.body.components(separatedBy: #""online":true"#).count ?? 0) == 3
@@ -49,9 +49,10 @@ final class E2ESite {
 
     /// Runs `body` on a new site and stops every process afterwards, also when `body` throws.
     static func with(
-        game: String = "", simulate: Bool = true, adminToken: String? = nil, _ body: (E2ESite) async throws -> Void
+        game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug",
+        _ body: (E2ESite) async throws -> Void
     ) async throws {
-        let site = try await E2ESite(game: game, simulate: simulate, adminToken: adminToken)
+        let site = try await E2ESite(game: game, simulate: simulate, adminToken: adminToken, logLevel: logLevel)
         do {
             try await body(site)
         } catch {
@@ -59,6 +60,12 @@ final class E2ESite {
             throw error
         }
         await site.stop()
+    }
+
+    func restartSimulator() throws {
+        simulator = try GatewayBinary.start(
+            ["simulate", "--config", site.config.path] + simulatorArguments,
+            log: site.directory.appendingPathComponent("simulate.log"))
     }
 
     func startGateway() throws {
@@ -121,6 +128,14 @@ final class E2ESite {
     func generic(
         body: [UInt8], timestamp: String = String(Int64(Date().timeIntervalSince1970)), secret: String = E2ESite.webhookSecret,
         headers extra: [(String, String)]? = nil
+    ) async throws -> HTTP.Answer {
+        try await Self.postGeneric(base: base, body: body, timestamp: timestamp, secret: secret, headers: extra)
+    }
+
+    /// A signed generic notification to the gateway at `base`; usable from any task.
+    static func postGeneric(
+        base: String, body: [UInt8], timestamp: String = String(Int64(Date().timeIntervalSince1970)),
+        secret: String = E2ESite.webhookSecret, headers extra: [(String, String)]? = nil
     ) async throws -> HTTP.Answer {
         let signature = Signatures.genericSignature(secret: secret, timestamp: timestamp, body: body)
         let headers = extra ?? [

@@ -12,14 +12,14 @@ struct TestSite {
     /// - Parameter extra: YAML appended at the top level (e.g. an `im:` section).
     init(
         broker: MosquittoBroker, machines: [String] = ["m1", "m2"], game: String = "", extra: String = "",
-        adminToken: String? = nil
+        adminToken: String? = nil, logLevel: String = "debug"
     ) throws {
         directory = try TemporaryDirectory.make(prefix: "site")
         httpPort = try FreePort.next()
         var yaml = """
             gateway:
               id: test
-              log_level: debug
+              log_level: \(logLevel)
             mqtt:
               url: \(broker.url)
             http:

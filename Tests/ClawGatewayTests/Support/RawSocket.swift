@@ -1,0 +1,69 @@
+import Foundation
+
+/// A plain TCP connection, for requests no well-behaved HTTP client would send.
+final class RawSocket {
+    private let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw BrokerError("cannot connect to 127.0.0.1:\(port)")
+        }
+    }
+
+    /// Sends what it can; false once the peer has closed.
+    @discardableResult
+    func send(_ text: String) -> Bool {
+        send(Array(text.utf8))
+    }
+
+    @discardableResult
+    func send(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let sent = Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+                if sent <= 0 { return false }
+                offset += sent
+            }
+            return true
+        }
+    }
+
+    /// Reads until the peer closes or `timeout` passes; returns what came.
+    func read(timeout: Duration) -> String {
+        var timeval = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            data.append(contentsOf: buffer[0..<count])
+            if let text = String(bytes: data, encoding: .utf8), Self.complete(text) { break }
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// A response whose headers and Content-Length body have arrived.
+    private static func complete(_ text: String) -> Bool {
+        guard let end = text.range(of: "\r\n\r\n") else { return false }
+        let head = text[..<end.lowerBound].lowercased()
+        guard let line = head.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }),
+            let length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+        else { return true }
+        return text[end.upperBound...].utf8.count >= length
+    }
+
+    deinit {
+        close(fd)
+    }
+}
