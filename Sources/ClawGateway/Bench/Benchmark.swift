@@ -1,0 +1,288 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+/// The scenarios of docs/BENCHMARKS.md, each against real processes on loopback.
+struct Benchmark {
+    var samples = 2000
+    var seconds = 10
+    var connections = 8
+    var machines = 100
+    var memoryMachines = 1000
+    var memoryPlayers = 10_000
+    let logger = Logger(label: "claw-bench")
+
+    struct Latencies {
+        var values: [Duration] = []
+        func percentile(_ p: Double) -> Duration {
+            let sorted = values.sorted()
+            guard !sorted.isEmpty else { return .zero }
+            return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]
+        }
+        var max: Duration { values.max() ?? .zero }
+    }
+
+    // MARK: (a) raw broker baseline
+
+    func rawBaseline(site: BenchSite) async throws -> Latencies {
+        let publisher = try client(site, "bench-raw-pub")
+        let subscriber = try client(site, "bench-raw-sub")
+        subscriber.subscribe(["bench/raw"], qos: .atMostOnce)
+        publisher.start()
+        subscriber.start()
+        defer { Task { await publisher.shutdown(); await subscriber.shutdown() } }
+        try await waitConnected(publisher, subscriber)
+        var messages = subscriber.messages.makeAsyncIterator()
+        try await warmUp(publisher: publisher, topic: "bench/raw", messages: &messages)
+        var latencies = Latencies()
+        let payload = Array(#"{"command":1,"data":"left","serial":1,"session":"s","player":"p"}"#.utf8)
+        for _ in 0..<samples {
+            let start = ContinuousClock.now
+            try publisher.publish("bench/raw", payload: payload, qos: .atMostOnce)
+            _ = await messages.next()
+            latencies.values.append(ContinuousClock.now - start)
+        }
+        return latencies
+    }
+
+    // MARK: (b) one at a time, end to end
+
+    func endToEnd(site: BenchSite, http: HTTPClient) async throws -> (delivery: Latencies, response: Latencies) {
+        let machine = BenchSite.machineID(1)
+        let subscriber = try client(site, "bench-e2e-sub")
+        subscriber.subscribe(["claw/\(machine)/control"], qos: .atMostOnce)
+        subscriber.start()
+        defer { Task { await subscriber.shutdown() } }
+        try await waitConnected(subscriber)
+        try await Task.sleep(for: .milliseconds(200))
+        var messages = subscriber.messages.makeAsyncIterator()
+        try await startGame(site: site, http: http, machine: machine, player: "bench-b")
+        let base = site.base
+        var delivery = Latencies(), response = Latencies()
+        for index in 0..<samples {
+            let request = Self.copy(base: base, from: "bench-b", machine: machine, attach: #"{"command":1,"data":"\#(index % 2 == 0 ? "left" : "right")","serial":\#(index + 1)}"#)
+            let start = ContinuousClock.now
+            async let answer = http.execute(request, timeout: .seconds(10))
+            var message = await messages.next()
+            while let current = message, !current.payload.starts(with: Array(#"{"command":1,"#.utf8)) {
+                message = await messages.next()
+            }
+            delivery.values.append(ContinuousClock.now - start)
+            let result = try await answer
+            _ = try await result.body.collect(upTo: 1 << 16)
+            response.values.append(ContinuousClock.now - start)
+        }
+        return (delivery, response)
+    }
+
+    // MARK: (c) throughput
+
+    struct Throughput {
+        var requests = 0
+        var errors = 0
+        var forwarded = 0
+        var delivered = 0
+        var seconds: Double
+    }
+
+    func throughput(site: BenchSite) async throws -> Throughput {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        defer { Task { try? await http.shutdown() } }
+        for index in 2...machines {
+            try await startGame(site: site, http: http, machine: BenchSite.machineID(index), player: "bench-c\(index)")
+        }
+        let subscriber = try client(site, "bench-c-sub")
+        subscriber.subscribe(["claw/+/control"], qos: .atMostOnce)
+        subscriber.start()
+        defer { Task { await subscriber.shutdown() } }
+        try await waitConnected(subscriber)
+        try await Task.sleep(for: .milliseconds(300))
+        let delivered = SharedCounter(0)
+        let counter = Task {
+            let move = Array(#"{"command":1,"#.utf8)
+            for await message in subscriber.messages where message.payload.starts(with: move) {
+                delivered.increment()
+            }
+        }
+        let forwardedBefore = try await metric(site, http, "claw_commands_forwarded_total")
+        let serial = SharedCounter(1_000_000)
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        let started = ContinuousClock.now
+        let machines = machines, connections = connections, base = site.base
+        let (requests, errors) = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            for worker in 0..<connections {
+                group.addTask {
+                    var requests = 0, errors = 0, turn = worker
+                    while ContinuousClock.now < deadline {
+                        let index = 2 + turn % (machines - 1)
+                        turn += connections
+                        let number = serial.increment()
+                        let request = Self.copy(
+                            base: base, from: "bench-c\(index)", machine: BenchSite.machineID(index),
+                            attach: #"{"command":1,"data":"up","serial":\#(number)}"#)
+                        do {
+                            let response = try await http.execute(request, timeout: .seconds(10))
+                            _ = try await response.body.collect(upTo: 1 << 16)
+                            if response.status == .ok { requests += 1 } else { errors += 1 }
+                        } catch {
+                            errors += 1
+                        }
+                    }
+                    return (requests, errors)
+                }
+            }
+            return try await group.reduce((0, 0)) { ($0.0 + $1.0, $0.1 + $1.1) }
+        }
+        let elapsed = (ContinuousClock.now - started).seconds
+        try await Task.sleep(for: .seconds(1))
+        let forwarded = try await metric(site, http, "claw_commands_forwarded_total") - forwardedBefore
+        counter.cancel()
+        return Throughput(requests: requests, errors: errors, forwarded: forwarded, delivered: delivered.value, seconds: elapsed)
+    }
+
+    // MARK: (d) memory
+
+    func memory(site: BenchSite, http: HTTPClient) async throws -> (rss: Int, queued: Int) {
+        try site.writeConfig(machines: memoryMachines, maxQueue: max(200, memoryPlayers / memoryMachines + 1))
+        let gateway = try site.startGateway()
+        try await waitReady(site, http)
+        let total = memoryPlayers, machines = memoryMachines, base = site.base
+        let next = SharedCounter(0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<connections {
+                group.addTask {
+                    while true {
+                        let player = next.increment()
+                        guard player <= total else { return }
+                        let machine = BenchSite.machineID(1 + player % machines)
+                        let response = try await http.execute(
+                            Self.copy(base: base, from: "queued\(player)", machine: machine, attach: #"{"command":6}"#), timeout: .seconds(30))
+                        _ = try await response.body.collect(upTo: 1 << 16)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let list = try await get(http, "\(site.base)/v1/machines")
+        let object = try JSONSerialization.jsonObject(with: Data(list.utf8)) as? [String: Any]
+        let queued = (object?["machines"] as? [[String: Any]])?.reduce(0) { $0 + (($1["queue_length"] as? Int) ?? 0) } ?? 0
+        return (BenchSite.peakRSS(pid: gateway.processIdentifier) ?? 0, queued)
+    }
+
+    // MARK: (e) start-up
+
+    /// From spawning the gateway to its first 200 on /readyz.
+    func startUp(site: BenchSite, http: HTTPClient) async throws -> Duration {
+        let start = ContinuousClock.now
+        try site.startGateway()
+        try await waitReady(site, http, pollEvery: .milliseconds(1))
+        return ContinuousClock.now - start
+    }
+
+    // MARK: Helpers
+
+    static func copy(base: String, from player: String, machine: String, attach: String) -> HTTPClientRequest {
+        let body = NetEaseCopyBody.encode(from: player, to: "acc_\(machine)", attach: attach)
+        var request = HTTPClientRequest(url: base + "/im/netease")
+        request.method = .POST
+        let settings = NetEaseSettings(
+            appKey: BenchSite.appKey, appSecret: BenchSite.appSecret, apiBase: "", callbackPath: "/im/netease",
+            maxClockSkew: .seconds(300), replyTimeout: .seconds(1), replyConcurrency: 1)
+        for (name, value) in NetEaseCopyBody.headers(body: body, settings: settings, now: Date()) {
+            request.headers.add(name: name, value: value)
+        }
+        request.body = .bytes(ByteBuffer(bytes: body))
+        return request
+    }
+
+    /// Joins `player` to a free, online machine and accepts the offer.
+    func startGame(site: BenchSite, http: HTTPClient, machine: String, player: String) async throws {
+        let base = site.base
+        _ = try await http.execute(Self.copy(base: base, from: player, machine: machine, attach: #"{"command":6}"#), timeout: .seconds(10))
+        let detail = try await get(http, "\(site.base)/v1/machines/\(machine)")
+        guard let object = try JSONSerialization.jsonObject(with: Data(detail.utf8)) as? [String: Any],
+            let holder = object["player"] as? [String: Any], holder["accid"] as? String == player,
+            let session = holder["session"] as? String
+        else { throw BenchError("\(player) was not offered \(machine): \(detail)") }
+        _ = try await http.execute(Self.copy(base: base, from: player, machine: machine, attach: #"{"command":12,"data":"\#(session)"}"#), timeout: .seconds(10))
+    }
+
+    func waitReady(_ site: BenchSite, _ http: HTTPClient, pollEvery: Duration = .milliseconds(20)) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            if let response = try? await http.execute(HTTPClientRequest(url: site.base + "/readyz"), timeout: .seconds(1)),
+                response.status == .ok
+            {
+                return
+            }
+            try await Task.sleep(for: pollEvery)
+        }
+        throw BenchError("the gateway did not become ready; its log:\n" + site.logTail("gateway.log"))
+    }
+
+    /// Waits until the simulator has every machine online.
+    func waitOnline(_ site: BenchSite, _ http: HTTPClient, count: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let list = try await get(http, "\(site.base)/v1/machines")
+            if list.components(separatedBy: #""online":true"#).count - 1 == count { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw BenchError("the simulated machines did not come online")
+    }
+
+    func get(_ http: HTTPClient, _ url: String) async throws -> String {
+        let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
+        return String(buffer: try await response.body.collect(upTo: 1 << 24))
+    }
+
+    /// The sum of a metric's samples on /metrics.
+    func metric(_ site: BenchSite, _ http: HTTPClient, _ name: String) async throws -> Int {
+        let text = try await get(http, site.base + "/metrics")
+        return text.split(separator: "\n").filter { $0.hasPrefix(name + "{") || $0.hasPrefix(name + " ") }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
+    }
+
+    private func client(_ site: BenchSite, _ id: String) throws -> MQTTClient {
+        try MQTTClient(configuration: MQTTClientConfiguration(host: "127.0.0.1", port: site.brokerPort, clientID: id), logger: logger)
+    }
+
+    private func waitConnected(_ clients: MQTTClient...) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !clients.allSatisfy(\.isConnected) {
+            guard ContinuousClock.now < deadline else { throw BenchError("could not connect to the broker") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Publishes until the subscription is live, then drains the warm-up messages.
+    private func warmUp(publisher: MQTTClient, topic: String, messages: inout AsyncStream<MQTTMessage>.Iterator) async throws {
+        let warm = Array("warm".utf8)
+        let pump = Task {
+            while !Task.isCancelled {
+                try? publisher.publish(topic, payload: warm, qos: .atMostOnce)
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        _ = await messages.next()
+        pump.cancel()
+        _ = await pump.value
+        try await Task.sleep(for: .milliseconds(100))
+        // Whatever warm-up messages are still buffered: consume with a marker.
+        try publisher.publish(topic, payload: Array("end".utf8), qos: .atMostOnce)
+        while let message = await messages.next(), message.payload != Array("end".utf8) {}
+    }
+}
+
+/// A counter shared by the load generator's tasks.
+final class SharedCounter: Sendable {
+    private let atomic: Atomic<Int>
+    init(_ start: Int) { atomic = Atomic(start) }
+    @discardableResult
+    func increment() -> Int { atomic.add(1, ordering: .relaxed).newValue }
+    var value: Int { atomic.load(ordering: .relaxed) }
+}
