@@ -159,6 +159,11 @@ enum JSONText {
         out.append(contentsOf: String(integer).utf8)
     }
 
+    static func appendField(_ key: String, number: Double, to out: inout [UInt8]) {
+        appendKey(key, to: &out)
+        out.append(contentsOf: String(number).utf8)
+    }
+
     private static func appendKey(_ key: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: ","))
         out.append(UInt8(ascii: "\""))

@@ -57,7 +57,14 @@ struct IngressRoutes<Context: RequestContext>: Sendable {
                 GatewayMetrics.notification(provider: "netease", result: outcome.metricLabel)
             }
         }
-        return JSONResponse.make(.ok, ["code": 200])
+        return Self.copyAccepted
+    }
+
+    /// NetEase reads only the status; the body is the same for every copy.
+    private static var copyAccepted: Response {
+        Response(
+            status: .ok, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"code":200}"#)))
     }
 
     // MARK: Generic

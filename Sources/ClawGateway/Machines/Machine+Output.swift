@@ -27,12 +27,11 @@ extension Machine {
         GatewayMetrics.record(event)
         guard !state.stopped else { return }
         do {
-            let payload = try Self.encoder.encode(event)
-            try environment.publisher.publish(topics.events, payload: Array(payload), qos: .atMostOnce, retain: false)
-        } catch let error as MQTTError where error.code == .notConnected {
+            try environment.publisher.publish(topics.events, payload: event.encoded(), qos: .atMostOnce, retain: false)
+        } catch where error.code == .notConnected {
             // Events are a live stream; while the broker is away there is no one to tell.
         } catch {
-            logger.warning("Event not published", metadata: ["event.type": .string(type.rawValue), "error": .string("\(error)")])
+            logger.warning("Event not published", metadata: ["event.type": .string(type.rawValue), "error": .string(error.message)])
         }
     }
 
