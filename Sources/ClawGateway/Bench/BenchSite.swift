@@ -77,9 +77,13 @@ final class BenchSite {
         "m" + String(repeating: "0", count: max(0, 4 - String(index).count)) + String(index)
     }
 
+    private(set) var gateway: Process?
+
     @discardableResult
     func startGateway() throws -> Process {
-        try spawn(executable, ["run", "--config", configPath], log: "gateway.log")
+        let process = try spawn(executable, ["run", "--config", configPath], log: "gateway.log")
+        gateway = process
+        return process
     }
 
     func startSimulator() throws {
@@ -118,8 +122,17 @@ final class BenchSite {
 
     /// Peak resident set size of a process, from /proc.
     static func peakRSS(pid: Int32) -> Int? {
+        memory(pid: pid, field: "VmHWM:")
+    }
+
+    /// Current resident set size of a process, from /proc.
+    static func rss(pid: Int32) -> Int? {
+        memory(pid: pid, field: "VmRSS:")
+    }
+
+    private static func memory(pid: Int32, field: String) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        for line in status.split(separator: "\n") where line.hasPrefix(field) {
             return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]).map { $0 * 1024 }
         }
         return nil

@@ -144,6 +144,72 @@ struct Benchmark {
         return Throughput(requests: requests, errors: errors, forwarded: forwarded, delivered: delivered.value, seconds: elapsed)
     }
 
+    // MARK: Soak
+
+    struct SoakSample {
+        var elapsed: Duration
+        var rss: Int
+        var requests: Int
+        var errors: Int
+    }
+
+    /// `rate` moves a second, paced, across the machines of (c) for `duration`;
+    /// the gateway's RSS every `every`.
+    func soak(site: BenchSite, duration: Duration, rate: Int, every: Duration, report: (SoakSample) -> Void) async throws {
+        guard let gateway = site.gateway else { throw BenchError("no gateway running") }
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        defer { Task { try? await http.shutdown() } }
+        for index in 2...machines {
+            try await startGame(site: site, http: http, machine: BenchSite.machineID(index), player: "soak\(index)")
+        }
+        let requests = SharedCounter(0), errors = SharedCounter(0), serial = SharedCounter(10_000_000)
+        let start = ContinuousClock.now
+        let end = start + duration
+        let interval = Duration.seconds(Double(connections) / Double(rate))
+        let machines = machines, connections = connections, base = site.base
+        let load = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<connections {
+                    group.addTask {
+                        var next = start + interval * Double(worker) / Double(connections)
+                        var turn = worker
+                        while next < end {
+                            try? await Task.sleep(until: next, clock: .continuous)
+                            next += interval
+                            let index = 2 + turn % (machines - 1)
+                            turn += connections
+                            let request = Self.copy(
+                                base: base, from: "soak\(index)", machine: BenchSite.machineID(index),
+                                attach: #"{"command":1,"data":"up","serial":\#(serial.increment())}"#)
+                            do {
+                                let response = try await http.execute(request, timeout: .seconds(10))
+                                _ = try await response.body.collect(upTo: 1 << 16)
+                                if response.status == .ok { requests.increment() } else { errors.increment() }
+                            } catch {
+                                errors.increment()
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let sample = {
+            SoakSample(
+                elapsed: ContinuousClock.now - start, rss: BenchSite.rss(pid: gateway.processIdentifier) ?? 0,
+                requests: requests.value, errors: errors.value)
+        }
+        var sampleAt = start
+        while sampleAt < end {
+            try await Task.sleep(until: sampleAt, clock: .continuous)
+            report(sample())
+            sampleAt += every
+        }
+        await load.value
+        report(sample())
+    }
+
     // MARK: (d) memory
 
     func memory(site: BenchSite, http: HTTPClient) async throws -> (rss: Int, queued: Int) {

@@ -24,6 +24,11 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Players queued in the memory run.")
     var memoryPlayers = 10_000
 
+    @Option(help: "Instead of the scenarios: a soak of this length (e.g. 10m) at --rate, printing the gateway's RSS.")
+    var soak: String?
+    @Option(help: "Notifications a second during --soak.")
+    var rate = 1000
+
     func run() async throws {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -42,6 +47,22 @@ struct BenchCommand: AsyncParsableCommand {
         let http = HTTPClient.shared
         try site.startBroker()
         print("claw-gateway bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, broker, gateway and load generator on one machine")
+        if let soak {
+            guard let duration = ConfigDuration.parse(soak) else { throw ValidationError("--soak must be a duration such as 10m.") }
+            try site.writeConfig(machines: bench.machines)
+            try site.startGateway()
+            try await bench.waitReady(site, http)
+            try site.startSimulator()
+            try await bench.waitOnline(site, http, count: bench.machines)
+            print("soak: \(rate) notifications/s for \(soak) across \(bench.machines - 1) machines")
+            print("elapsed     RSS        answered     errors")
+            try await bench.soak(site: site, duration: duration, rate: rate, every: .seconds(30)) { sample in
+                print(String(
+                    format: "%5.0f s  %6.1f MiB  %10d  %8d", sample.elapsed.seconds, Double(sample.rss) / 1_048_576,
+                    sample.requests, sample.errors))
+            }
+            return
+        }
 
         let raw = try await bench.rawBaseline(site: site)
         try site.writeConfig(machines: bench.machines)
