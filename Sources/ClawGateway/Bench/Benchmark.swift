@@ -88,9 +88,7 @@ struct Benchmark {
     }
 
     func throughput(site: BenchSite) async throws -> Throughput {
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let http = loadClient()
         defer { Task { try? await http.shutdown() } }
         for index in 2...machines {
             try await startGame(site: site, http: http, machine: BenchSite.machineID(index), player: "bench-c\(index)")
@@ -157,9 +155,7 @@ struct Benchmark {
     /// the gateway's RSS every `every`.
     func soak(site: BenchSite, duration: Duration, rate: Int, every: Duration, report: (SoakSample) -> Void) async throws {
         guard let gateway = site.gateway else { throw BenchError("no gateway running") }
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let http = loadClient()
         defer { Task { try? await http.shutdown() } }
         for index in 2...machines {
             try await startGame(site: site, http: http, machine: BenchSite.machineID(index), player: "soak\(index)")
@@ -252,17 +248,18 @@ struct Benchmark {
     // MARK: Helpers
 
     static func copy(base: String, from player: String, machine: String, attach: String) -> HTTPClientRequest {
-        let body = NetEaseCopyBody.encode(from: player, to: "acc_\(machine)", attach: attach)
-        var request = HTTPClientRequest(url: base + "/im/netease")
-        request.method = .POST
-        let settings = NetEaseSettings(
-            appKey: BenchSite.appKey, appSecret: BenchSite.appSecret, apiBase: "", callbackPath: "/im/netease",
-            maxClockSkew: .seconds(300), replyTimeout: .seconds(1), replyConcurrency: 1)
-        for (name, value) in NetEaseCopyBody.headers(body: body, settings: settings, now: Date()) {
-            request.headers.add(name: name, value: value)
-        }
-        request.body = .bytes(ByteBuffer(bytes: body))
-        return request
+        NetEaseCopyBody.signedRequest(url: base + "/im/netease", settings: neteaseSettings, from: player, to: "acc_\(machine)", attach: attach)
+    }
+
+    static let neteaseSettings = NetEaseSettings(
+        appKey: BenchSite.appKey, appSecret: BenchSite.appSecret, apiBase: "", callbackPath: "/im/netease",
+        maxClockSkew: .seconds(300), replyTimeout: .seconds(1), replyConcurrency: 1)
+
+    /// A client with `connections` keep-alive connections to the gateway.
+    func loadClient() -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
     /// Joins `player` to a free, online machine and accepts the offer.

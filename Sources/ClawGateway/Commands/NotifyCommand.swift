@@ -113,27 +113,12 @@ struct NotifyCommand: AsyncParsableCommand {
         switch provider {
         case "generic":
             guard let generic = im.generic else { throw NotifyProblem("The config has no im.generic section.") }
-            let body = GenericEnvelope.encode(from: from, to: to, attach: attach)
-            let timestamp = String(Int64(Date().timeIntervalSince1970))
-            var request = HTTPClientRequest(url: base + "/v1/notifications")
-            request.method = .POST
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.headers.add(name: GenericEnvelope.timestampHeader, value: timestamp)
-            request.headers.add(
-                name: GenericEnvelope.signatureHeader,
-                value: Signatures.genericSignature(secret: generic.secret, timestamp: timestamp, body: body))
-            request.body = .bytes(ByteBuffer(bytes: body))
-            return request
+            return GenericEnvelope.signedRequest(
+                url: base + "/v1/notifications", secret: generic.secret, from: from, to: to, attach: attach)
         case "netease":
             guard let netease = im.netease else { throw NotifyProblem("The config has no im.netease section.") }
-            let body = NetEaseCopyBody.encode(from: from, to: to, attach: attach)
-            var request = HTTPClientRequest(url: base + netease.callbackPath)
-            request.method = .POST
-            for (name, value) in NetEaseCopyBody.headers(body: body, settings: netease, now: Date()) {
-                request.headers.add(name: name, value: value)
-            }
-            request.body = .bytes(ByteBuffer(bytes: body))
-            return request
+            return NetEaseCopyBody.signedRequest(
+                url: base + netease.callbackPath, settings: netease, from: from, to: to, attach: attach)
         default:
             throw NotifyProblem("--via must be generic or netease.")
         }
@@ -154,6 +139,18 @@ enum NetEaseCopyBody {
             "attach": attach, "msgidServer": messageID, "msgTimestamp": String(Int64(Date().timeIntervalSince1970 * 1000)),
         ]
         return Array((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data())
+    }
+
+    /// A POST of a copy to `url`, signed as NetEase signs it.
+    static func signedRequest(url: String, settings: NetEaseSettings, from: String, to: String, attach: String) -> HTTPClientRequest {
+        let body = encode(from: from, to: to, attach: attach)
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        for (name, value) in headers(body: body, settings: settings, now: Date()) {
+            request.headers.add(name: name, value: value)
+        }
+        request.body = .bytes(ByteBuffer(bytes: body))
+        return request
     }
 
     /// `AppKey`, `CurTime` (milliseconds, as on the copy), `MD5`, `CheckSum`.

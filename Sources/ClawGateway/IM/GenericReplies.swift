@@ -12,16 +12,8 @@ struct GenericReplies: ReplyDelivery {
     var provider: String { "generic" }
 
     func deliver(_ reply: OutboundReply) async -> ReplyResult {
-        let body = GenericEnvelope.encode(from: reply.machineAccount, to: reply.player, attach: reply.attach)
-        let timestamp = String(Int64(Date().timeIntervalSince1970))
-        var request = HTTPClientRequest(url: url)
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.headers.add(name: GenericEnvelope.timestampHeader, value: timestamp)
-        request.headers.add(
-            name: GenericEnvelope.signatureHeader,
-            value: Signatures.genericSignature(secret: settings.secret, timestamp: timestamp, body: body))
-        request.body = .bytes(ByteBuffer(bytes: body))
+        let request = GenericEnvelope.signedRequest(
+            url: url, secret: settings.secret, from: reply.machineAccount, to: reply.player, attach: reply.attach)
         do {
             let response = try await client.execute(request, timeout: .nanoseconds(Int64(settings.replyTimeout.seconds * 1e9)))
             _ = try await response.body.collect(upTo: 64 * 1024)
@@ -36,6 +28,20 @@ struct GenericReplies: ReplyDelivery {
 enum GenericEnvelope {
     static let timestampHeader = "X-Claw-Timestamp"
     static let signatureHeader = "X-Claw-Signature"
+
+    /// A POST of the envelope to `url`, signed with `secret` (SPEC §5): both
+    /// the outbound replies and `notify` send these.
+    static func signedRequest(url: String, secret: String, from: String, to: String, attach: String) -> HTTPClientRequest {
+        let body = encode(from: from, to: to, attach: attach)
+        let timestamp = String(Int64(Date().timeIntervalSince1970))
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: timestampHeader, value: timestamp)
+        request.headers.add(name: signatureHeader, value: Signatures.genericSignature(secret: secret, timestamp: timestamp, body: body))
+        request.body = .bytes(ByteBuffer(bytes: body))
+        return request
+    }
 
     static func encode(from: String, to: String, attach: String) -> [UInt8] {
         let object = ["from": from, "to": to, "attach": attach]
