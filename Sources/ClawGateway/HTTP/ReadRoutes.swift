@@ -105,7 +105,7 @@ struct MachineSummary: Codable {
     }
 
     init(_ machine: Machine) {
-        self.init(machine.config, machine.view().snapshot)
+        self.init(machine.config, machine.currentSnapshot())
     }
 
     init(_ config: MachineConfig, _ snapshot: QueueSnapshot) {
@@ -144,7 +144,7 @@ struct MachineDetail: Encodable {
     var waiting: [WaitingPlayer]
 
     init(_ machine: Machine) {
-        let snapshot = machine.view().snapshot
+        let snapshot = machine.currentSnapshot()
         summary = MachineSummary(machine.config, snapshot)
         waiting = snapshot.waiting
     }

@@ -138,11 +138,10 @@ final class Machine: Sendable {
         }
     }
 
-    /// The machine as the read API shows it.
-    func view() -> MachineView {
-        state.withLock { state in
-            MachineView(snapshot: snapshot(state))
-        }
+    /// The machine's state now, as its retained snapshot shows it (also what
+    /// the read API and the metrics read).
+    func currentSnapshot() -> QueueSnapshot {
+        state.withLock { state in snapshot(state) }
     }
 
     // MARK: Admin
@@ -236,9 +235,4 @@ struct MachineTopics: Sendable {
         queue = topics.machine(machine.id, .queue)
         events = topics.machine(machine.id, .events)
     }
-}
-
-/// A machine as the read API shows it: its snapshot.
-struct MachineView: Sendable {
-    var snapshot: QueueSnapshot
 }

@@ -6,7 +6,7 @@ import Prometheus
 enum MetricsExport {
     static func text(registry: PrometheusCollectorRegistry, arcade: Arcade, mqtt: MQTTClient) -> String {
         for machine in arcade.machines {
-            let snapshot = machine.view().snapshot
+            let snapshot = machine.currentSnapshot()
             CoreMetrics.Gauge(label: "claw_queue_length", dimensions: [("machine", machine.id)]).record(snapshot.length)
             CoreMetrics.Gauge(label: "claw_machine_online", dimensions: [("machine", machine.id)]).record(snapshot.online ? 1 : 0)
         }

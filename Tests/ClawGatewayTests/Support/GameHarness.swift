@@ -145,8 +145,8 @@ final class GameHarness: Sendable {
 
     // MARK: Reading
 
-    var status: MachineStatus { machine.view().snapshot.state }
-    var snapshot: QueueSnapshot { machine.view().snapshot }
+    var status: MachineStatus { machine.currentSnapshot().state }
+    var snapshot: QueueSnapshot { machine.currentSnapshot() }
 
     func published(on kind: MachineTopic) -> [RecordingPublisher.Publication] {
         publisher.publications.items.filter { $0.topic == "claw/m1/\(kind.rawValue)" }
