@@ -28,12 +28,10 @@ struct Benchmark {
 
     func rawBaseline(site: BenchSite) async throws -> Latencies {
         let publisher = try client(site, "bench-raw-pub")
-        let subscriber = try client(site, "bench-raw-sub")
-        subscriber.subscribe(["bench/raw"], qos: .atMostOnce)
         publisher.start()
-        subscriber.start()
+        let subscriber = try await subscribed(site, "bench-raw-sub", to: "bench/raw", settle: .zero)
         defer { Task { await publisher.shutdown(); await subscriber.shutdown() } }
-        try await waitConnected(publisher, subscriber)
+        try await waitConnected(publisher)
         var messages = subscriber.messages.makeAsyncIterator()
         try await warmUp(publisher: publisher, topic: "bench/raw", messages: &messages)
         var latencies = Latencies()
@@ -51,12 +49,8 @@ struct Benchmark {
 
     func endToEnd(site: BenchSite, http: HTTPClient) async throws -> (delivery: Latencies, response: Latencies) {
         let machine = BenchSite.machineID(1)
-        let subscriber = try client(site, "bench-e2e-sub")
-        subscriber.subscribe(["claw/\(machine)/control"], qos: .atMostOnce)
-        subscriber.start()
+        let subscriber = try await subscribed(site, "bench-e2e-sub", to: "claw/\(machine)/control", settle: .milliseconds(200))
         defer { Task { await subscriber.shutdown() } }
-        try await waitConnected(subscriber)
-        try await Task.sleep(for: .milliseconds(200))
         var messages = subscriber.messages.makeAsyncIterator()
         try await startGame(site: site, http: http, machine: machine, player: "bench-b")
         let base = site.base
@@ -93,12 +87,8 @@ struct Benchmark {
         for index in 2...machines {
             try await startGame(site: site, http: http, machine: BenchSite.machineID(index), player: "bench-c\(index)")
         }
-        let subscriber = try client(site, "bench-c-sub")
-        subscriber.subscribe(["claw/+/control"], qos: .atMostOnce)
-        subscriber.start()
+        let subscriber = try await subscribed(site, "bench-c-sub", to: "claw/+/control", settle: .milliseconds(300))
         defer { Task { await subscriber.shutdown() } }
-        try await waitConnected(subscriber)
-        try await Task.sleep(for: .milliseconds(300))
         let delivered = SharedCounter(0)
         let counter = Task {
             let move = Array(#"{"command":1,"#.utf8)
@@ -312,6 +302,17 @@ struct Benchmark {
 
     private func client(_ site: BenchSite, _ id: String) throws -> MQTTClient {
         try MQTTClient(configuration: MQTTClientConfiguration(host: "127.0.0.1", port: site.brokerPort, clientID: id), logger: logger)
+    }
+
+    /// A started, connected client subscribed to `topic` at QoS 0; `settle`
+    /// gives the broker time to register the subscription.
+    private func subscribed(_ site: BenchSite, _ id: String, to topic: String, settle: Duration) async throws -> MQTTClient {
+        let subscriber = try client(site, id)
+        subscriber.subscribe([topic], qos: .atMostOnce)
+        subscriber.start()
+        try await waitConnected(subscriber)
+        try await Task.sleep(for: settle)
+        return subscriber
     }
 
     private func waitConnected(_ clients: MQTTClient...) async throws {

@@ -36,9 +36,7 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
         guard header.hasPrefix(prefix), Signatures.constantTimeEqual(String(header.dropFirst(prefix.count)), token) else {
             throw APIFailure.unauthorized
         }
-        let id = context.parameters.get("id") ?? ""
-        guard let machine = arcade.machine(id) else { throw APIFailure.unknownMachine(id) }
-        return machine
+        return try arcade.machine(in: context)
     }
 }
 

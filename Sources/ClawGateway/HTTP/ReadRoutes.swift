@@ -42,9 +42,7 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
     }
 
     private func machine(_ context: Context) throws -> Machine {
-        let id = context.parameters.get("id") ?? ""
-        guard let machine = arcade.machine(id) else { throw APIFailure.unknownMachine(id) }
-        return machine
+        try arcade.machine(in: context)
     }
 
     private static func integer(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
@@ -53,6 +51,15 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
             throw APIFailure.badParameter(name, "must be an integer from \(range.lowerBound) to \(range.upperBound == Int.max ? "any" : String(range.upperBound))")
         }
         return number
+    }
+}
+
+extension Arcade {
+    /// The machine named by the route's `:id`, or a 404 `unknown_machine`.
+    func machine(in context: some RequestContext) throws(APIFailure) -> Machine {
+        let id = context.parameters.get("id") ?? ""
+        guard let machine = machine(id) else { throw .unknownMachine(id) }
+        return machine
     }
 }
 
