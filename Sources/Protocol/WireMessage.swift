@@ -1,5 +1,3 @@
-import Foundation
-
 /// The JSON inside an IM notification's `attach`, and the payload of every
 /// command message on MQTT: `{"command":1,"data":"left","serial":7}` plus the
 /// optional fields of SPEC §2.
@@ -51,74 +49,144 @@ public struct WireMessage: Sendable, Equatable {
 
 // MARK: - Decoding
 
-extension WireMessage: Decodable {
-    private enum Field: String, CodingKey {
-        case command, data, serial, length, message, timeout, session, player
-    }
-
+extension WireMessage {
     /// Decodes a wire message, tolerating what real clients send: `command` as a
     /// number or a numeric string, `data` as a string or a number (kept as its
     /// string form), `serial` as a number or a numeric string, unknown fields.
     ///
+    /// In detail: `command`, `serial`, `length` and `timeout` take an integer
+    /// or a string that `Int64.init(_:)` reads (`"42"`, `"-7"`, `"+7"`); `data`,
+    /// `message`, `session` and `player` take a string, or a number kept as
+    /// `String(Int64)` when it is a whole number in range and as `String(Double)`
+    /// when it is another finite one; `null` counts as absent; unknown fields
+    /// are ignored; a leading UTF-8 byte order mark is skipped.
+    ///
     /// Throws ``WireError`` with ``ErrorCode/invalidPayload`` for anything that is
     /// not a JSON object with an integral `command`.
+    ///
+    /// This reads with ``JSONObjectReader``, not Foundation, and was checked
+    /// against the `JSONDecoder`-based decoder it replaced (which
+    /// the property tests keep as their reference); it behaves the same except, on purpose:
+    /// - Malformed JSON anywhere in the payload is refused as "not valid JSON":
+    ///   trailing commas, and numbers or strings that break RFC 8259 (leading
+    ///   zeros, bad escapes, lone surrogates, control characters, invalid
+    ///   UTF-8) in fields the decoder does not read. `JSONDecoder` accepted those
+    ///   in unknown fields, and refused them in known ones with that field's
+    ///   message ("\"data\" must be a string or a number.").
+    /// - A number counts as an integer when its exact value is one, whatever the
+    ///   notation (`7.0`, `70e-1`, `9223372036854775807.0`). `JSONDecoder` read
+    ///   such notations through `Double`, so `1.0000000000000001` and `1e-400`
+    ///   passed as the integers 1 and 0, a fraction was dropped from 2^53 up
+    ///   (`9007199254740993.5` read as 9007199254740993), and some exact
+    ///   integers near 2^63 were refused. The same holds for a number in a text
+    ///   field: `1.0000000000000001` becomes `"1.0"`, not `"1"`.
+    /// - A top-level `null` is refused as "must be a JSON object", like any other
+    ///   JSON that is not an object; `JSONDecoder` called it "not valid JSON".
+    /// - Only UTF-8 is read; `JSONDecoder` also read UTF-16 and UTF-32.
+    ///
+    /// As before, when a key appears twice its first occurrence counts.
     public static func decode(_ bytes: some Collection<UInt8>) throws(WireError) -> WireMessage {
-        do {
-            return try JSONDecoder().decode(WireMessage.self, from: Data(bytes))
-        } catch let error as WireError {
-            throw error
-        } catch DecodingError.typeMismatch {
+        let inPlace = bytes.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(WireError) in try decode(buffer: buffer) }
+        }
+        if let inPlace {
+            return try inPlace.get()
+        }
+        return try Array(bytes).withUnsafeBufferPointer { buffer in
+            Result { () throws(WireError) in try decode(buffer: buffer) }
+        }.get()
+    }
+
+    /// ``decode(_:)`` on bytes in memory, where the reader is specialized.
+    private static func decode(buffer: UnsafeBufferPointer<UInt8>) throws(WireError) -> WireMessage {
+        let hasByteOrderMark = buffer.count >= 3 && buffer[0] == 0xEF && buffer[1] == 0xBB && buffer[2] == 0xBF
+        let json = hasByteOrderMark ? UnsafeBufferPointer(rebasing: buffer[3...]) : buffer
+        var fields = ReceivedFields()
+        do throws(JSONReadError) {
+            try JSONObjectReader.forEachField(in: json) { fields.take($0) }
+        } catch where error.reason == .notAnObject {
             throw WireError(.invalidPayload, "The payload must be a JSON object with a \"command\" field.")
         } catch {
             throw WireError(.invalidPayload, "The payload is not valid JSON; send an object such as {\"command\":1,\"data\":\"left\",\"serial\":1}.")
         }
+        return try fields.decoded()
     }
 
-    /// Decodes tolerantly (see ``decode(_:)``); problems are thrown as ``WireError``.
-    public init(from decoder: any Decoder) throws {
-        let fields = try decoder.container(keyedBy: Field.self)
-        guard fields.contains(.command), try !fields.decodeNil(forKey: .command) else {
-            throw WireError(.invalidPayload, "The payload has no \"command\" field.")
+    /// The first occurrence of each field ``decode(_:)`` reads; `.null` when it was `null`.
+    private struct ReceivedFields {
+        var command, data, serial, length, message, timeout, session, player: JSONValue?
+
+        mutating func take(_ field: JSONField) {
+            // The first occurrence wins, as it did with JSONDecoder.
+            switch field.key {
+            case "command": command = command ?? field.value
+            case "data": data = data ?? field.value
+            case "serial": serial = serial ?? field.value
+            case "length": length = length ?? field.value
+            case "message": message = message ?? field.value
+            case "timeout": timeout = timeout ?? field.value
+            case "session": session = session ?? field.value
+            case "player": player = player ?? field.value
+            default: break
+            }
         }
-        guard let command = Self.integer(fields, .command).flatMap({ Int(exactly: $0) }) else {
-            throw WireError(.invalidPayload, "\"command\" must be an integer or a numeric string.")
+
+        /// The message, checking the fields in the order the Foundation-based
+        /// decoder did, so that a payload with several bad fields gets the same message.
+        func decoded() throws(WireError) -> WireMessage {
+            guard let command, command != .null else {
+                throw WireError(.invalidPayload, "The payload has no \"command\" field.")
+            }
+            guard let code = Self.integer(command).flatMap({ Int(exactly: $0) }) else {
+                throw WireError(.invalidPayload, "\"command\" must be an integer or a numeric string.")
+            }
+            var decoded = WireMessage(command: code)
+            decoded.data = try Self.text(data, "data")
+            decoded.serial = try Self.optionalInteger(serial, "serial")
+            decoded.length = try Self.optionalInteger(length, "length").flatMap { Int(exactly: $0) }
+            decoded.timeout = try Self.optionalInteger(timeout, "timeout").flatMap { Int(exactly: $0) }
+            decoded.message = try Self.text(message, "message")
+            decoded.session = try Self.text(session, "session")
+            decoded.player = try Self.text(player, "player")
+            return decoded
         }
-        self.init(command: command)
-        data = try Self.text(fields, .data)
-        serial = try Self.optionalInteger(fields, .serial)
-        length = try Self.optionalInteger(fields, .length).flatMap { Int(exactly: $0) }
-        timeout = try Self.optionalInteger(fields, .timeout).flatMap { Int(exactly: $0) }
-        message = try Self.text(fields, .message)
-        session = try Self.text(fields, .session)
-        player = try Self.text(fields, .player)
-    }
 
-    private static func optionalInteger(
-        _ fields: KeyedDecodingContainer<Field>, _ key: Field
-    ) throws(WireError) -> Int64? {
-        guard fields.contains(key), (try? fields.decodeNil(forKey: key)) == false else { return nil }
-        guard let number = integer(fields, key) else {
-            throw WireError(.invalidPayload, "\"\(key.rawValue)\" must be an integer or a numeric string.")
+        private static func optionalInteger(_ value: JSONValue?, _ key: String) throws(WireError) -> Int64? {
+            guard let value, value != .null else { return nil }
+            guard let number = integer(value) else {
+                throw WireError(.invalidPayload, "\"\(key)\" must be an integer or a numeric string.")
+            }
+            return number
         }
-        return number
-    }
 
-    /// An integral JSON number, or a string holding one; nil for anything else.
-    private static func integer(_ fields: KeyedDecodingContainer<Field>, _ key: Field) -> Int64? {
-        if let number = try? fields.decode(Int64.self, forKey: key) { return number }
-        if let string = try? fields.decode(String.self, forKey: key) { return Int64(string) }
-        return nil
-    }
+        /// An integral JSON number, or a string holding one; nil for anything else.
+        private static func integer(_ value: JSONValue) -> Int64? {
+            switch value {
+            case .number(let number): number.int64
+            case .string(let string): Int64(string)
+            default: nil
+            }
+        }
 
-    /// A JSON string, or a number kept as its string form.
-    private static func text(_ fields: KeyedDecodingContainer<Field>, _ key: Field) throws(WireError) -> String? {
-        guard fields.contains(key), (try? fields.decodeNil(forKey: key)) == false else { return nil }
-        if let string = try? fields.decode(String.self, forKey: key) { return string }
-        if let number = try? fields.decode(Int64.self, forKey: key) { return String(number) }
-        if let number = try? fields.decode(Double.self, forKey: key), number.isFinite { return String(number) }
-        throw WireError(.invalidPayload, "\"\(key.rawValue)\" must be a string or a number.")
+        /// A JSON string, or a number kept as its string form.
+        private static func text(_ value: JSONValue?, _ key: String) throws(WireError) -> String? {
+            switch value {
+            case nil, .null?:
+                return nil
+            case .string(let string)?:
+                return string
+            case .number(let number)?:
+                if let integer = number.int64 { return String(integer) }
+                let double = number.double
+                if double.isFinite { return String(double) }
+            default:
+                break
+            }
+            throw WireError(.invalidPayload, "\"\(key)\" must be a string or a number.")
+        }
     }
 }
+
 
 // MARK: - Encoding
 
