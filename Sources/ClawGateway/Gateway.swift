@@ -15,6 +15,7 @@ struct Gateway {
     let config: GatewayConfig
     let mqtt: MQTTClient
     let store: GameStore
+    let writer: StorageWriter
     let arcade: Arcade
     let services: [any Service]
 
@@ -30,10 +31,14 @@ struct Gateway {
             configuration: MQTTClientConfiguration(settings: config.mqtt, will: MQTTService.will(topics: topics)),
             logger: logger)
         let store = try GameStore(path: config.storage.path)
+        let writer = StorageWriter(store: store, logger: logger)
         let queues = replyQueues(config.im, logger: logger)
-        let channel = players ?? ReplyRouter(queues: queues, fallback: config.im.defaultProvider, logger: logger)
-        let environment = MachineEnvironment(clock: clock, publisher: mqtt, players: channel, store: store, logger: logger)
+        let channel = players ?? ReplyRouter(
+                queues: queues, configured: config.im.providers, fallback: config.im.defaultProvider, logger: logger)
+        let environment = MachineEnvironment(
+            clock: clock, publisher: mqtt, players: channel, writer: writer, deadlines: Deadlines(), logger: logger)
         let arcade = try Arcade(config: config, environment: environment)
+        writer.start(arcade.storageMachines)
         let mqttService = MQTTService(
             client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
             onConnected: { arcade.republish() },
@@ -45,14 +50,14 @@ struct Gateway {
         }
         let http = HTTPServer.application(
             HTTPServer.Parts(
-                config: config, arcade: arcade, store: store, isBrokerConnected: { mqtt.isConnected }, metrics: exporter),
+                config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: exporter),
             logger: logger)
         // The reply queues stop after MQTT, so results that arrive while MQTT
         // winds down still reach their players.
-        var services: [any Service] = [ArcadeService(arcade: arcade, store: store, logger: logger)]
+        var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger)]
         services += players == nil ? queues.values.sorted { $0.delivery.provider < $1.delivery.provider } as [any Service] : []
         services += [mqttService, http]
-        return Gateway(config: config, mqtt: mqtt, store: store, arcade: arcade, services: services)
+        return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, services: services)
     }
 
     private static func replyQueues(_ im: IMSettings, logger: Logger) -> [String: ReplyQueue] {
@@ -75,5 +80,10 @@ extension IMSettings {
     /// Where replies go for a player the gateway has not heard from in this run.
     var defaultProvider: String? {
         netease != nil ? "netease" : generic != nil ? "generic" : nil
+    }
+
+    /// The providers configured.
+    var providers: Set<String> {
+        Set([netease.map { _ in "netease" }, generic.map { _ in "generic" }].compactMap { $0 })
     }
 }

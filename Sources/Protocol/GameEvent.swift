@@ -6,6 +6,9 @@ public enum EventType: String, Sendable, Codable, CaseIterable {
     case grab
     case autoGrab = "auto_grab"
     case result
+    /// A result for a game that is no longer the current one (it came too
+    /// late, or names another session): ignored.
+    case staleResult = "stale_result"
     case noResult = "no_result"
     case dropped, online, offline
     /// A game record was closed; carries the outcome.

@@ -80,3 +80,51 @@ public struct WaitingPlayer: Sendable, Equatable, Codable {
         self.nick = nick
     }
 }
+
+extension QueueSnapshot {
+    /// The snapshot as JSON, keys in the order of SPEC §4 (`player` always
+    /// present, null when nobody holds the machine). Written by hand, like
+    /// events: the same state always gives the same bytes.
+    public func encoded() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(160 + waiting.count * 40)
+        out.append(contentsOf: #"{"machine":"#.utf8)
+        JSONText.appendString(machine, to: &out)
+        JSONText.appendField("seq", integer: seq, to: &out)
+        JSONText.appendField("state", string: state.rawValue, to: &out)
+        JSONText.appendField("online", bool: online, to: &out)
+        JSONText.appendField("paused", bool: paused, to: &out)
+        out.append(contentsOf: #","player":"#.utf8)
+        if let player {
+            out.append(contentsOf: #"{"accid":"#.utf8)
+            JSONText.appendString(player.accid, to: &out)
+            JSONText.appendField("nick", string: player.nick, to: &out)
+            JSONText.appendField("session", string: player.session, to: &out)
+            if let deadline = player.deadline { JSONText.appendField("deadline", string: deadline, to: &out) }
+            out.append(UInt8(ascii: "}"))
+        } else {
+            out.append(contentsOf: "null".utf8)
+        }
+        out.append(contentsOf: #","waiting":["#.utf8)
+        for (index, entry) in waiting.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: #"{"accid":"#.utf8)
+            JSONText.appendString(entry.accid, to: &out)
+            JSONText.appendField("nick", string: entry.nick, to: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "]"))
+        JSONText.appendField("length", integer: Int64(length), to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}
+
+extension JSONText {
+    static func appendField(_ key: String, bool: Bool, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: ","))
+        appendString(key, to: &out)
+        out.append(UInt8(ascii: ":"))
+        out.append(contentsOf: (bool ? "true" : "false").utf8)
+    }
+}

@@ -26,6 +26,9 @@ struct RunCommand: AsyncParsableCommand {
         // There is no reload: a stray SIGHUP (a closed terminal, a mistaken
         // `systemctl reload`) must not take the gateway down.
         signal(SIGHUP, SIG_IGN)
+        // A file size limit (RLIMIT_FSIZE) must fail the write, which storage
+        // reports and recovers from, rather than kill the process.
+        signal(SIGXFSZ, SIG_IGN)
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let gateway = try await Gateway.build(config: config, logger: logger, metrics: registry)

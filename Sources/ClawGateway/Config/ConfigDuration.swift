@@ -18,7 +18,7 @@ enum ConfigDuration {
 
     /// The shortest form that parses back to the same duration.
     static func format(_ duration: Duration) -> String {
-        let ms = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        let ms = duration.milliseconds
         if ms % 3_600_000 == 0, ms != 0 { return "\(ms / 3_600_000)h" }
         if ms % 60_000 == 0, ms != 0 { return "\(ms / 60_000)m" }
         if ms % 1000 == 0 { return "\(ms / 1000)s" }

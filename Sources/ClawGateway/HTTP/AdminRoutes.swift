@@ -10,24 +10,34 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
     func add(to router: Router<Context>) {
         router.post("/v1/machines/:id/pause") { request, context in
             let machine = try authorized(request, context)
-            return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: "pause", changed: machine.pause()))
+            return try await answer(machine, "pause", machine.pause())
         }
         router.post("/v1/machines/:id/resume") { request, context in
             let machine = try authorized(request, context)
-            return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: "resume", changed: machine.resume()))
+            return try await answer(machine, "resume", machine.resume())
         }
         router.post("/v1/machines/:id/skip") { request, context in
             let machine = try authorized(request, context)
-            return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: "skip", changed: machine.skip()))
+            return try await answer(machine, "skip", machine.skip())
         }
         router.delete("/v1/machines/:id/queue/:accid") { request, context in
             let machine = try authorized(request, context)
             let accid = context.parameters.get("accid") ?? ""
-            guard machine.remove(player: accid) else {
+            let (removed, ticket) = machine.remove(player: accid)
+            guard removed else {
                 return JSONResponse.error(.notFound, code: "not_in_queue", "\(accid) is not in the queue of \(machine.id).")
             }
-            return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: "remove", changed: true))
+            return try await answer(machine, "remove", (true, ticket))
         }
+    }
+
+    /// The answer once the action's writes are durable.
+    private func answer(_ machine: Machine, _ action: String, _ result: (Bool, StorageWriter.Ticket?)) async throws -> Response {
+        let (changed, ticket) = result
+        if let ticket, await !arcade.writer.waitDurable(ticket, timeout: Arcade.durabilityWait) {
+            throw APIFailure.unavailable("The action was taken but could not be saved yet; storage is failing (see /readyz).")
+        }
+        return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: action, changed: changed))
     }
 
     private func authorized(_ request: Request, _ context: Context) throws -> Machine {

@@ -9,7 +9,6 @@ enum HTTPServer {
     struct Parts: Sendable {
         var config: GatewayConfig
         var arcade: Arcade
-        var store: GameStore
         var isBrokerConnected: @Sendable () -> Bool
         var metrics: (@Sendable () -> String)?
         var now: @Sendable () -> Date = { Date() }
@@ -21,7 +20,7 @@ enum HTTPServer {
         IngressRoutes<BasicRequestContext>(
             arcade: parts.arcade, im: parts.config.im, recentMessages: RecentIDs(), logger: logger, now: parts.now
         ).add(to: router)
-        ReadRoutes<BasicRequestContext>(arcade: parts.arcade, store: parts.store, isBrokerConnected: parts.isBrokerConnected)
+        ReadRoutes<BasicRequestContext>(arcade: parts.arcade, isBrokerConnected: parts.isBrokerConnected)
             .add(to: router)
         if let token = parts.config.http.adminToken {
             AdminRoutes<BasicRequestContext>(arcade: parts.arcade, token: token).add(to: router)

@@ -5,7 +5,8 @@ import Protocol
 
 /// The ways players' notifications come in: NetEase's message copy and the
 /// signed generic webhook (SPEC §5). Both hand the notification to the
-/// arcade and answer at once: nothing here waits on MQTT or on an IM API.
+/// arcade and answer as soon as what it changed is durable: nothing here
+/// waits on MQTT or on an IM API, and a move waits on nothing at all.
 struct IngressRoutes<Context: RequestContext>: Sendable {
     let arcade: Arcade
     let im: IMSettings
@@ -53,7 +54,7 @@ struct IngressRoutes<Context: RequestContext>: Sendable {
                 // Other accounts of the app are copied too; they are not this site's machines.
                 GatewayMetrics.notification(provider: "netease", result: ErrorCode.unknownMachine.rawValue)
             } else {
-                let outcome = arcade.handle(PlayerNotification(from: from, to: to, attach: Array(attach.utf8), provider: "netease"))
+                let outcome = await arcade.handle(PlayerNotification(from: from, to: to, attach: Array(attach.utf8), provider: "netease"))
                 GatewayMetrics.notification(provider: "netease", result: outcome.metricLabel)
             }
         }
@@ -96,7 +97,7 @@ struct IngressRoutes<Context: RequestContext>: Sendable {
             return JSONResponse.error(
                 .badRequest, code: "bad_request", #"The body must be a JSON object {"from":string,"to":string,"attach":string or object}."#)
         }
-        let outcome = arcade.handle(
+        let outcome = await arcade.handle(
             PlayerNotification(from: envelope.from, to: envelope.to, attach: envelope.attach, provider: "generic"))
         GatewayMetrics.notification(provider: "generic", result: outcome.metricLabel)
         return Self.answer(outcome)

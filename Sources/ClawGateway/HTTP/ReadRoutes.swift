@@ -6,7 +6,6 @@ import Protocol
 /// their games (SPEC §5).
 struct ReadRoutes<Context: RequestContext>: Sendable {
     let arcade: Arcade
-    let store: GameStore
     let isBrokerConnected: @Sendable () -> Bool
 
     func add(to router: Router<Context>) {
@@ -14,7 +13,7 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
             JSONResponse.make(.ok, ["status": "ok"])
         }
         router.get("/readyz") { _, _ in
-            readiness()
+            await readiness()
         }
         router.get("/v1/machines") { _, _ in
             JSONResponse.make(.ok, MachineList(machines: arcade.machines.map { MachineSummary($0) }))
@@ -27,14 +26,19 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
             let machine = try machine(context)
             let limit = try Self.integer(request, "limit", default: 20, range: 1...500)
             let offset = try Self.integer(request, "offset", default: 0, range: 0...Int.max)
-            return JSONResponse.make(.ok, GameList(games: try store.games(machine: machine.id, limit: limit, offset: offset)))
+            return JSONResponse.make(
+                .ok, GameList(games: try await arcade.writer.store.games(machine: machine.id, limit: limit, offset: offset)))
         }
     }
 
-    private func readiness() -> Response {
+    private func readiness() async -> Response {
         var reasons: [String] = []
         if !isBrokerConnected() { reasons.append("the MQTT broker is not connected") }
-        if !store.check() { reasons.append("storage is not available") }
+        if !arcade.writer.isWritable {
+            reasons.append("storage writes are failing; queue changes are refused until every machine's state is written again")
+        } else if await !arcade.writer.store.readable() {
+            reasons.append("storage cannot be read")
+        }
         guard reasons.isEmpty else {
             return JSONResponse.error(.serviceUnavailable, code: "not_ready", reasons.joined(separator: "; "))
         }
@@ -68,12 +72,14 @@ enum APIFailure: Error, HTTPResponseError {
     case unknownMachine(String)
     case badParameter(String, String)
     case unauthorized
+    case unavailable(String)
 
     var status: HTTPResponse.Status {
         switch self {
         case .unknownMachine: .notFound
         case .badParameter: .badRequest
         case .unauthorized: .unauthorized
+        case .unavailable: .serviceUnavailable
         }
     }
 
@@ -85,6 +91,8 @@ enum APIFailure: Error, HTTPResponseError {
             JSONResponse.error(status, code: "bad_request", "\(name) \(rule).")
         case .unauthorized:
             JSONResponse.error(status, code: "unauthorized", "Send the admin token as Authorization: Bearer <token>.")
+        case .unavailable(let message):
+            JSONResponse.error(status, code: ErrorCode.gatewayUnavailable.rawValue, message)
         }
     }
 }

@@ -6,12 +6,12 @@ import Protocol
 struct LoggedReplies: PlayerChannel {
     let logger: Logger
 
-    func send(_ message: WireMessage, to player: String, from machine: MachineConfig) {
+    func send(_ reply: PlayerReply, from machine: MachineConfig) {
         logger.info(
             "Reply to player",
             metadata: [
-                "player.accid": .string(player), "machine.id": .string(machine.id),
-                "im.attach": .string(message.encodedString()),
+                "player.accid": .string(reply.to.accid), "machine.id": .string(machine.id),
+                "im.attach": .string(reply.message.encodedString()),
             ])
     }
 }

@@ -1,38 +1,33 @@
 import Logging
 import Protocol
-import Synchronization
 
-/// The player channel of the daemon: a player's replies go back through the
-/// provider that delivered that player's latest notification (SPEC §5).
+/// The player channel of the daemon: a reply goes back through the provider
+/// that delivered the player's notification to the machine (SPEC §5), which
+/// the reply carries.
 final class ReplyRouter: PlayerChannel {
     private let queues: [String: ReplyQueue]
-    /// Where replies go for a player not heard from in this run (restored
-    /// from storage without a provider that is still configured).
+    /// The providers of the config; a provider among them without a queue
+    /// (generic without `outbound_url`) has its replies logged.
+    private let configured: Set<String>
+    /// Where replies go for a provider the config no longer has (a player
+    /// restored from storage after the config changed).
     private let fallback: String?
-    private let providers = Mutex<[String: String]>([:])
     private let logged: LoggedReplies
 
-    /// - Parameter queues: by provider name (`netease`, `generic`); a provider
-    ///   without a queue (generic without `outbound_url`) has its replies logged.
-    init(queues: [String: ReplyQueue], fallback: String?, logger: Logger) {
+    init(queues: [String: ReplyQueue], configured: Set<String>, fallback: String?, logger: Logger) {
         self.queues = queues
+        self.configured = configured
         self.fallback = fallback
         logged = LoggedReplies(logger: logger)
     }
 
-    func remember(player: String, provider: String) {
-        providers.withLock { map in
-            if map[player] != provider { map[player] = provider }
-        }
-    }
-
-    func send(_ message: WireMessage, to player: String, from machine: MachineConfig) {
-        let provider = providers.withLock { $0[player] } ?? fallback
+    func send(_ reply: PlayerReply, from machine: MachineConfig) {
+        let provider = configured.contains(reply.to.provider) ? reply.to.provider : fallback
         guard let provider, let queue = queues[provider] else {
             GatewayMetrics.reply(provider: provider ?? "none", result: "logged")
-            logged.send(message, to: player, from: machine)
+            logged.send(reply, from: machine)
             return
         }
-        queue.enqueue(OutboundReply(player: player, machineAccount: machine.imAccount, attach: message.encodedString()))
+        queue.enqueue(OutboundReply(player: reply.to.accid, machineAccount: machine.imAccount, attach: reply.message.encodedString()))
     }
 }

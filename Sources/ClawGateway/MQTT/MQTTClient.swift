@@ -61,29 +61,43 @@ struct MQTTClientConfiguration: Sendable {
 ///   backoff, whatever the failure: the broker down at start, a lost
 ///   connection, a refused CONNACK, a TLS error.
 /// - After every (re)connect it resubscribes and runs the connected hooks.
-/// - ``publish(_:payload:qos:retain:expiry:)`` fails at once while
-///   disconnected: nothing is left queued inside the library for later.
-/// - Inbound messages arrive on ``messages``.
+/// - ``publish(_:payload:qos:retain:expiry:)`` writes to the socket from the
+///   caller's thread, or fails at once while disconnected: nothing is left
+///   queued inside the library for later, and no thread is woken to send it.
+/// - Inbound messages go to the handler given to ``onMessage(_:)``, called
+///   on the client's own thread, or else to ``messages``.
 ///
-/// The network loop runs on a thread of this client's (see ``runLoop()``)
-/// rather than `mosquitto_loop_start`: libmosquitto 2.0.11's own thread never
-/// retries a first connect that failed (upstream issue #1903) and ends for
-/// good after a refused MQTT v5 CONNACK or a TLS error, where an operator
-/// expects the gateway to keep trying. libmosquitto calls back on that thread
-/// with this object as userdata; the thread holds a reference to it until its
-/// last call into the library, so a callback never sees freed memory.
+/// libmosquitto 2.0.11 does not protect a client's socket or TLS session
+/// against use from two threads at once (nothing guards `mosq->sock` or
+/// `mosq->ssl`; a read error closes them under no lock). So the client runs
+/// libmosquitto unthreaded (`mosq_ts_none`, where a publish writes from the
+/// calling thread) and holds one lock of its own, `io`, around every call
+/// into the library but `connect`, which runs only while no one else may
+/// touch the client. Its own thread waits in `poll` without the lock and
+/// drives `mosquitto_loop_read`/`write`/`misc` under it. Callbacks run inside
+/// those calls, under the lock, so they only take note; what they noted
+/// (messages, a new connection) is handled after the lock is released.
+///
+/// The thread is this client's rather than `mosquitto_loop_start`'s:
+/// libmosquitto's own never retries a first connect that failed (upstream
+/// issue #1903) and ends for good after a refused MQTT v5 CONNACK or a TLS
+/// error, where an operator expects the gateway to keep trying.
 final class MQTTClient: Sendable {
     let messages: AsyncStream<MQTTMessage>
     private let continuation: AsyncStream<MQTTMessage>.Continuation
     private let configuration: MQTTClientConfiguration
     private let handle: MosquittoHandle
     private let logger: Logger
-    /// Read on every publish, so an atomic rather than the state lock.
+    /// Serialises every call into libmosquitto (see the type's documentation).
+    private let io = Mutex(())
+    /// A CONNACK said yes and the connection has not ended. Written only
+    /// under `io` (in callbacks or by the loop thread); read anywhere.
     private let connected = Atomic<Bool>(false)
     private let state = Mutex(State())
-
-    /// Wakes the loop thread from a backoff sleep when shutting down.
-    private let wake = DispatchSemaphore(value: 0)
+    /// What callbacks noted, under `io`, for the loop thread to act on after.
+    private let noted = Mutex(Noted())
+    /// Wakes the loop thread from `poll` (shutdown, output waiting) and from a backoff sleep.
+    private let wake: WakePipe
 
     private struct State {
         enum Phase {
@@ -99,12 +113,19 @@ final class MQTTClient: Sendable {
         var phase: Phase = .idle
         var subscriptions: [(topic: String, qos: MQTTQoS)] = []
         var connectedHooks: [@Sendable () -> Void] = []
+        var handler: (@Sendable (MQTTMessage) -> Void)?
         /// Resumed when the loop thread ends.
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
         /// The last error libmosquitto or the broker reported, for operators.
         var lastError: String?
         var connects = 0
         var droppedMessages = 0
+    }
+
+    private struct Noted {
+        var messages: [MQTTMessage] = []
+        /// A CONNACK said yes since the loop thread last looked.
+        var connectedAgain = false
     }
 
     init(configuration: MQTTClientConfiguration, logger: Logger) throws(MQTTError) {
@@ -114,6 +135,10 @@ final class MQTTClient: Sendable {
         logger[metadataKey: "mqtt.client_id"] = .string(configuration.clientID)
         self.logger = logger
         (messages, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .bufferingOldest(100_000))
+        guard let wake = WakePipe() else {
+            throw MQTTError(code: .library, message: "pipe failed: \(String(cString: strerror(errno)))")
+        }
+        self.wake = wake
         guard let pointer = mosquitto_new(configuration.clientID, true, nil) else {
             throw MQTTError(code: .library, message: "mosquitto_new failed (out of memory or a bad client id).")
         }
@@ -129,8 +154,8 @@ final class MQTTClient: Sendable {
             throw error
         }
         mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1)
-        // Publishes come from many threads: they queue and wake the loop thread.
-        mosquitto_threaded_set(mosq, true)
+        // Unthreaded: a publish writes from the caller's thread, under `io`.
+        mosquitto_threaded_set(mosq, false)
         if configuration.username != nil || configuration.password != nil {
             if let error = MQTTError.check(
                 mosquitto_username_pw_set(mosq, configuration.username, configuration.password), "username and password",
@@ -169,18 +194,25 @@ final class MQTTClient: Sendable {
     /// The last error reported by libmosquitto or the broker, if any since the last connect.
     var lastError: String? { state.withLock { $0.lastError } }
 
-    /// Runs `hook` after every successful (re)connect, after resubscribing.
+    /// Runs `hook` after every successful (re)connect, after resubscribing,
+    /// on the client's thread.
     func onConnected(_ hook: @escaping @Sendable () -> Void) {
         state.withLock { $0.connectedHooks.append(hook) }
     }
 
+    /// Hands every inbound message to `handler`, on the client's thread,
+    /// instead of ``messages``. Set it before ``start()``.
+    func onMessage(_ handler: @escaping @Sendable (MQTTMessage) -> Void) {
+        state.withLock { $0.handler = handler }
+    }
+
     /// Subscribes now if connected, and again after every reconnect.
     func subscribe(_ topics: [String], qos: MQTTQoS) {
-        let connectedNow = state.withLock { state in
-            state.subscriptions += topics.map { ($0, qos) }
-            return connected.load(ordering: .acquiring)
+        state.withLock { $0.subscriptions += topics.map { ($0, qos) } }
+        io.withLock { _ in
+            if connected.load(ordering: .acquiring) { subscribeNow(topics.map { ($0, qos) }) }
         }
-        if connectedNow { subscribeNow(topics.map { ($0, qos) }) }
+        wake.signal()
     }
 
     /// Starts connecting in the background; returns at once.
@@ -198,67 +230,6 @@ final class MQTTClient: Sendable {
         thread.start()
     }
 
-    private var isStopping: Bool {
-        state.withLock { state in
-            if case .running = state.phase { return false }
-            return true
-        }
-    }
-
-    /// The loop thread: connect, run the network loop until the connection
-    /// ends, back off, again; until ``shutdown()``.
-    private func runLoop() {
-        let mosq = handle.pointer
-        var delay = configuration.reconnectDelay.lowerBound
-        var failures = 0
-        while !isStopping {
-            var rc = mosquitto_connect(mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive))
-            if rc == MOSQ_ERR_SUCCESS.rawValue {
-                let connectsBefore = connectCount
-                defer {
-                    // Back off from the start again only after the broker said yes.
-                    if connectCount > connectsBefore {
-                        delay = configuration.reconnectDelay.lowerBound
-                        failures = 0
-                    }
-                }
-                // Also while stopping, until the queued `offline` and DISCONNECT
-                // are written and the library closes the socket.
-                let clock = ContinuousClock()
-                var stopDeadline: ContinuousClock.Instant?
-                repeat {
-                    rc = mosquitto_loop(mosq, 1000, 1)
-                    if stopDeadline == nil, isStopping { stopDeadline = clock.now.advanced(by: .seconds(2)) }
-                } while rc == MOSQ_ERR_SUCCESS.rawValue && !(stopDeadline.map { clock.now > $0 } ?? false)
-            }
-            if isStopping { break }
-            failures += 1
-            let reason = Self.describeFailure(rc)
-            let error = state.withLock { state in
-                // A log line from libmosquitto (e.g. OpenSSL's) says more than the code.
-                if state.lastError == nil || rc != MOSQ_ERR_TLS.rawValue { state.lastError = reason }
-                return state.lastError ?? reason
-            }
-            if failures == 1 || failures % 10 == 0 {
-                logger.warning(
-                    "MQTT broker not reachable, retrying",
-                    metadata: [
-                        "mqtt.broker": "\(configuration.host):\(configuration.port)", "mqtt.error": .string(error),
-                        "mqtt.retry_in_s": "\(delay)", "mqtt.failures": "\(failures)",
-                    ])
-            }
-            _ = wake.wait(timeout: .now() + .seconds(delay))
-            delay = min(delay * 2, configuration.reconnectDelay.upperBound)
-        }
-        connected.store(false, ordering: .releasing)
-        let waiters = state.withLock { state in
-            state.phase = .stopped
-            defer { state.stopWaiters = [] }
-            return state.stopWaiters
-        }
-        waiters.forEach { $0.resume() }
-    }
-
     /// Publishes one message, or throws at once: ``MQTTError/Code/notConnected``
     /// while the broker is unreachable (nothing is queued for later).
     ///
@@ -272,10 +243,17 @@ final class MQTTClient: Sendable {
         if let expiry {
             mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry)
         }
-        let rc = payload.withUnsafeBytes { bytes in
-            mosquitto_publish_v5(
-                handle.pointer, nil, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, properties)
+        let (rc, backlog) = io.withLock { _ -> (Int32, Bool) in
+            // The connection may have ended since the check above.
+            guard connected.load(ordering: .acquiring) else { return (MOSQ_ERR_NO_CONN.rawValue, false) }
+            let rc = payload.withUnsafeBytes { bytes in
+                mosquitto_publish_v5(
+                    handle.pointer, nil, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, properties)
+            }
+            return (rc, mosquitto_want_write(handle.pointer))
         }
+        // The socket was full: the rest waits for the loop thread's poll.
+        if backlog { wake.signal() }
         if let error = MQTTError.check(rc, "publish to \(topic)") { throw error }
     }
 
@@ -295,7 +273,6 @@ final class MQTTClient: Sendable {
             return true
         }
         if wasRunning {
-            mosquitto_disconnect_v5(handle.pointer, 0, nil)
             wake.signal()
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.waitUntilStopped() }
@@ -320,7 +297,142 @@ final class MQTTClient: Sendable {
         }
     }
 
-    // MARK: Callbacks (libmosquitto's loop thread)
+    // MARK: The loop thread
+
+    private var isStopping: Bool {
+        state.withLock { state in
+            if case .running = state.phase { return false }
+            return true
+        }
+    }
+
+    /// Connect, run the network loop until the connection ends, back off,
+    /// again; until ``shutdown(timeout:)``.
+    private func runLoop() {
+        let mosq = handle.pointer
+        var delay = configuration.reconnectDelay.lowerBound
+        var failures = 0
+        while !isStopping {
+            // Nobody else calls into the client while it is not connected.
+            var rc = mosquitto_connect(mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive))
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                let connectsBefore = connectCount
+                rc = serveConnection()
+                if connectCount > connectsBefore {
+                    // Back off from the start again only after the broker said yes.
+                    delay = configuration.reconnectDelay.lowerBound
+                    failures = 0
+                }
+            }
+            if isStopping { break }
+            failures += 1
+            let reason = Self.describeFailure(rc)
+            let error = state.withLock { state in
+                // A log line from libmosquitto (e.g. OpenSSL's) says more than the code.
+                if state.lastError == nil || rc != MOSQ_ERR_TLS.rawValue { state.lastError = reason }
+                return state.lastError ?? reason
+            }
+            if failures == 1 || failures % 10 == 0 {
+                logger.warning(
+                    "MQTT broker not reachable, retrying",
+                    metadata: [
+                        "mqtt.broker": "\(configuration.host):\(configuration.port)", "mqtt.error": .string(error),
+                        "mqtt.retry_in_s": "\(delay)", "mqtt.failures": "\(failures)",
+                    ])
+            }
+            wake.wait(timeout: .seconds(delay))
+            delay = min(delay * 2, configuration.reconnectDelay.upperBound)
+        }
+        connected.store(false, ordering: .releasing)
+        let waiters = state.withLock { state in
+            state.phase = .stopped
+            defer { state.stopWaiters = [] }
+            return state.stopWaiters
+        }
+        waiters.forEach { $0.resume() }
+    }
+
+    /// The network loop of one connection: poll without the lock, read,
+    /// write and keep alive under it, then act on what the callbacks noted.
+    /// Returns when the connection ends or, after a clean DISCONNECT, when
+    /// the client stops.
+    private func serveConnection() -> Int32 {
+        let mosq = handle.pointer
+        let clock = ContinuousClock()
+        var stopDeadline: ContinuousClock.Instant?
+        var rc = MOSQ_ERR_SUCCESS.rawValue
+        defer {
+            io.withLock { _ in connected.store(false, ordering: .releasing) }
+        }
+        while true {
+            if stopDeadline == nil, isStopping {
+                stopDeadline = clock.now.advanced(by: .seconds(2))
+                io.withLock { _ in _ = mosquitto_disconnect_v5(mosq, 0, nil) }
+            }
+            let (socket, wantWrite) = io.withLock { _ in (mosquitto_socket(mosq), mosquitto_want_write(mosq)) }
+            guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
+            if let stopDeadline, !wantWrite || clock.now > stopDeadline {
+                // The DISCONNECT (and what was published before it) is written.
+                return MOSQ_ERR_SUCCESS.rawValue
+            }
+            var fds = [
+                pollfd(fd: socket, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
+                pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0),
+            ]
+            let ready = poll(&fds, 2, 1000)
+            if ready < 0, errno != EINTR { return MOSQ_ERR_ERRNO.rawValue }
+            if fds[1].revents != 0 { wake.clear() }
+            let readable = fds[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0
+            let writable = fds[0].revents & Int16(POLLOUT) != 0
+            rc = io.withLock { _ -> Int32 in
+                // On POLLOUT the read side runs too: a TLS handshake that wants
+                // to write continues from loop_read (SSL_connect).
+                if readable || writable {
+                    let rc = mosquitto_loop_read(mosq, 1)
+                    if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
+                }
+                if mosquitto_want_write(mosq) {
+                    let rc = mosquitto_loop_write(mosq, 1)
+                    if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
+                }
+                return mosquitto_loop_misc(mosq)
+            }
+            actOnNotes()
+            if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
+        }
+    }
+
+    /// What the callbacks noted under `io`: a new connection (run the hooks),
+    /// messages (hand them over). Runs on the loop thread without `io`, so
+    /// the hooks and handlers may publish.
+    private func actOnNotes() {
+        let notes = noted.withLock { noted in
+            defer { noted = Noted() }
+            return noted
+        }
+        if notes.connectedAgain {
+            let hooks = state.withLock { $0.connectedHooks }
+            for hook in hooks { hook() }
+        }
+        guard !notes.messages.isEmpty else { return }
+        if let handler = state.withLock({ $0.handler }) {
+            for message in notes.messages { handler(message) }
+            return
+        }
+        for message in notes.messages {
+            if case .dropped = continuation.yield(message) {
+                let dropped = state.withLock { state in
+                    state.droppedMessages += 1
+                    return state.droppedMessages
+                }
+                if dropped == 1 || dropped % 1000 == 0 {
+                    logger.error("Inbound MQTT messages dropped: the gateway is not keeping up", metadata: ["mqtt.dropped": "\(dropped)"])
+                }
+            }
+        }
+    }
+
+    // MARK: Callbacks (the loop thread, under `io`)
 
     fileprivate func didConnect(reasonCode: Int32) {
         guard reasonCode == 0 else {
@@ -330,18 +442,16 @@ final class MQTTClient: Sendable {
             return
         }
         connected.store(true, ordering: .releasing)
-        let (subscriptions, hooks, count) = state.withLock { state in
+        let (subscriptions, count) = state.withLock { state in
             state.connects += 1
             state.lastError = nil
-            return (state.subscriptions, state.connectedHooks, state.connects)
+            return (state.subscriptions, state.connects)
         }
         logger.info(
             count == 1 ? "MQTT connected" : "MQTT reconnected",
             metadata: ["mqtt.broker": "\(configuration.host):\(configuration.port)", "mqtt.connects": "\(count)"])
         subscribeNow(subscriptions)
-        // The hooks publish and take other locks: run them off libmosquitto's
-        // thread, which holds its callback mutex here.
-        Task { for hook in hooks { hook() } }
+        noted.withLock { $0.connectedAgain = true }
     }
 
     fileprivate func didDisconnect(reasonCode: Int32) {
@@ -358,15 +468,7 @@ final class MQTTClient: Sendable {
     }
 
     fileprivate func didReceive(_ message: MQTTMessage) {
-        if case .dropped = continuation.yield(message) {
-            let dropped = state.withLock { state in
-                state.droppedMessages += 1
-                return state.droppedMessages
-            }
-            if dropped == 1 || dropped % 1000 == 0 {
-                logger.error("Inbound MQTT messages dropped: the gateway is not keeping up", metadata: ["mqtt.dropped": "\(dropped)"])
-            }
-        }
+        noted.withLock { $0.messages.append(message) }
     }
 
     fileprivate func didLog(level: Int32, _ text: String) {
@@ -375,6 +477,7 @@ final class MQTTClient: Sendable {
         logger.warning("libmosquitto", metadata: ["mqtt.log": .string(text)])
     }
 
+    /// Must hold `io` (a callback, or a caller that took it).
     private func subscribeNow(_ subscriptions: [(topic: String, qos: MQTTQoS)]) {
         for qos in [MQTTQoS.atMostOnce, .atLeastOnce] {
             let topics = subscriptions.filter { $0.qos == qos }.map(\.topic)
@@ -401,12 +504,11 @@ final class MQTTClient: Sendable {
 
 /// The `struct mosquitto *` of one client.
 ///
-/// `@unchecked Sendable`: libmosquitto guards a client's publish, subscribe and
-/// disconnect calls with its own mutexes once `mosquitto_threaded_set(true)`
-/// says other threads use it; connect and the network loop are called from
-/// the client's loop thread only. The handle is destroyed only here, when
-/// nothing can reach it any more (the loop thread holds the client, which
-/// holds this).
+/// `@unchecked Sendable`: every call into the library through it is made
+/// under the client's `io` lock, or by the client's loop thread while no
+/// other thread may call (see ``MQTTClient``). The handle is destroyed only
+/// here, when nothing can reach it any more (the loop thread holds the
+/// client, which holds this).
 private final class MosquittoHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 
@@ -416,6 +518,46 @@ private final class MosquittoHandle: @unchecked Sendable {
 
     deinit {
         mosquitto_destroy(pointer)
+    }
+}
+
+/// A self-pipe: another thread writes a byte to wake a `poll` on the read end.
+private final class WakePipe: Sendable {
+    let descriptor: Int32
+    private let writeEnd: Int32
+
+    init?() {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { return nil }
+        for end in ends {
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+        }
+        descriptor = ends[0]
+        writeEnd = ends[1]
+    }
+
+    /// A full pipe already wakes the reader: the byte is not needed then.
+    func signal() {
+        var byte: UInt8 = 1
+        _ = write(writeEnd, &byte, 1)
+    }
+
+    func clear() {
+        var bytes = [UInt8](repeating: 0, count: 64)
+        while read(descriptor, &bytes, bytes.count) > 0 {}
+    }
+
+    /// Sleeps until signalled or `timeout` passes, and clears the signal.
+    func wait(timeout: Duration) {
+        var fd = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        _ = poll(&fd, 1, Int32(clamping: timeout.milliseconds))
+        clear()
+    }
+
+    deinit {
+        close(descriptor)
+        close(writeEnd)
     }
 }
 

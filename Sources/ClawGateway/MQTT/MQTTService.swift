@@ -4,7 +4,8 @@ import ServiceLifecycle
 
 /// The gateway's MQTT side as a service: connects, keeps the retained
 /// `claw/gateway/state` up to date, subscribes the machines' inbound topics,
-/// hands every inbound message to `handle`, and on graceful shutdown publishes
+/// hands every inbound message to `handle` on the client's thread (an ack
+/// reaches its machine with no hop), and on graceful shutdown publishes
 /// `offline` and disconnects.
 ///
 /// It starts after the games (which it feeds) and before the HTTP server and
@@ -16,8 +17,8 @@ struct MQTTService: Service {
     let logger: Logger
     /// Runs after `online` is published on every (re)connect: republish what must be retained.
     let onConnected: @Sendable () -> Void
-    /// Every inbound message, in order, on one task.
-    let handle: @Sendable (MQTTMessage) async -> Void
+    /// Every inbound message, in order, on the client's thread; it must not block.
+    let handle: @Sendable (MQTTMessage) -> Void
 
     /// The will that tells subscribers the gateway vanished.
     static func will(topics: Topics) -> MQTTWill {
@@ -34,17 +35,11 @@ struct MQTTService: Service {
             let batch = subscriptions.filter { $0.qos == qos }.map(\.topic)
             if !batch.isEmpty { client.subscribe(batch, qos: qos) }
         }
+        client.onMessage(handle)
         client.start()
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await message in client.messages {
-                    await handle(message)
-                }
-            }
-            try? await gracefulShutdown()
-            Self.publishPresence(.offline, client: client, topics: topics, logger: logger)
-            await client.shutdown()
-        }
+        try? await gracefulShutdown()
+        Self.publishPresence(.offline, client: client, topics: topics, logger: logger)
+        await client.shutdown()
         logger.info("MQTT service stopped")
     }
 

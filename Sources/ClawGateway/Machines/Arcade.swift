@@ -17,29 +17,43 @@ struct PlayerNotification: Sendable {
 /// Every machine of the site, found by id or IM account: the way in for
 /// players' notifications and for the machines' MQTT messages.
 final class Arcade: Sendable {
-    /// In config order.
+    /// In config order; a machine's index is its place here.
     let machines: [Machine]
     let topics: Topics
+    let writer: StorageWriter
+    let deadlines: Deadlines
+    private let clock: GameClock
     private let byID: [String: Machine]
     private let byAccount: [String: Machine]
-    private let players: any PlayerChannel
-    private let logger: Logger
 
     /// The longest player account accepted.
     static let maxAccountLength = 128
 
+    /// How long a request that changed the queue waits for its write before
+    /// it is answered `gateway_unavailable`.
+    static let durabilityWait: Duration = .seconds(2)
+
     init(config: GatewayConfig, environment: MachineEnvironment) throws(StorageError) {
         topics = config.topics
+        writer = environment.writer
+        deadlines = environment.deadlines
+        clock = environment.clock
         var machines: [Machine] = []
-        for machine in config.machines {
+        for (index, machine) in config.machines.enumerated() {
             machines.append(
-                try Machine(config: machine, settings: config.game, topics: config.topics, environment: environment))
+                try Machine(config: machine, index: index, settings: config.game, topics: config.topics, environment: environment))
         }
         self.machines = machines
         byID = Dictionary(uniqueKeysWithValues: machines.map { ($0.id, $0) })
         byAccount = Dictionary(uniqueKeysWithValues: machines.map { ($0.config.imAccount, $0) })
-        players = environment.players
-        logger = environment.logger
+    }
+
+    /// What the storage writer needs from the machines.
+    var storageMachines: StorageWriter.Machines {
+        let machines = machines
+        return StorageWriter.Machines(
+            images: { machines.map { $0.durableImage() } },
+            durable: { indices in for index in indices { machines[index].drain() } })
     }
 
     /// The machine with this id, or else with this IM account.
@@ -54,14 +68,24 @@ final class Arcade: Sendable {
         }
     }
 
-    /// One player notification: decoded, checked, handed to its machine.
+    /// One player notification, answered once what it changed is durable.
     ///
     /// Errors follow SPEC §2's precedence: a bad payload first, then an
     /// unknown machine, then what the machine's game says. A refusal is sent
     /// to the player as command 9, except for an unknown machine, which has no
     /// IM account to answer from.
-    func handle(_ notification: PlayerNotification) -> RequestOutcome {
+    func handle(_ notification: PlayerNotification) async -> RequestOutcome {
+        let (outcome, ticket) = handleNow(notification)
+        guard let ticket, await !writer.waitDurable(ticket, timeout: Self.durabilityWait) else { return outcome }
+        return .rejected(
+            WireError(.gatewayUnavailable, "The gateway could not save your request yet; it takes effect once it is saved. Check your queue position before sending it again."))
+    }
+
+    /// The same without waiting: the outcome, and the ticket that must be
+    /// durable before it may be told.
+    func handleNow(_ notification: PlayerNotification) -> (RequestOutcome, StorageWriter.Ticket?) {
         let machine = machine(notification.to)
+        let player = PlayerAddress(accid: notification.from, provider: notification.provider)
         var message: WireMessage?
         do throws(WireError) {
             try Self.checkAccount(notification.from)
@@ -72,27 +96,22 @@ final class Arcade: Sendable {
                 throw WireError(.unknownMachine, "There is no machine \"\(notification.to)\" here.")
             }
             try request.validate(cameras: machine.config.cameraIDs)
-            players.remember(player: notification.from, provider: notification.provider)
-            return machine.handle(request, from: notification.from, provider: notification.provider)
+            return machine.handle(request, from: player)
         } catch {
             if let machine, error.code != .unknownMachine, !notification.from.isEmpty {
-                players.remember(player: notification.from, provider: notification.provider)
-                machine.refuse(player: notification.from, command: message?.code, serial: message?.serial, error)
+                machine.refuse(player, command: message?.code, serial: message?.serial, error)
             }
-            return .rejected(error)
+            return (.rejected(error), nil)
         }
     }
 
     /// One message from a machine's topics.
     func route(_ message: MQTTMessage) {
-        guard let (id, kind) = topics.parse(message.topic), let machine = byID[id] else {
-            logger.debug("Message on an unknown topic ignored", metadata: ["mqtt.topic": .string(message.topic)])
-            return
-        }
+        guard let (id, kind) = topics.parse(message.topic), let machine = byID[id] else { return }
         switch kind {
-        case .ack: machine.handleAck(message.payload)
-        case .result: machine.handleResult(message.payload)
-        case .state: machine.handlePresence(message.payload)
+        case .ack: machine.handleAck(message)
+        case .result: machine.handleResult(message)
+        case .state: machine.handlePresence(message)
         case .control, .camera, .queue, .events: break
         }
     }
@@ -100,6 +119,20 @@ final class Arcade: Sendable {
     /// Republishes every snapshot, e.g. after a reconnect.
     func republish() {
         for machine in machines { machine.republish() }
+    }
+
+    /// Lets every machine handle what is due now: what the deadlines' loop
+    /// does when it wakes, and what tests call after moving their clock.
+    func fireDueDeadlines() {
+        for index in deadlines.takeDue(now: clock.now()) {
+            machines[index].fireDeadlines()
+        }
+    }
+
+    /// Runs the deadlines until the task is cancelled.
+    func runDeadlines() async {
+        let machines = machines
+        await deadlines.run(clock: clock) { index in machines[index].fireDeadlines() }
     }
 
     func stop() {

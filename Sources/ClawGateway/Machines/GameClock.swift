@@ -1,7 +1,19 @@
 import Foundation
 
-/// The time a machine's game runs on: a monotonic clock for its timers and a
-/// wall clock for what it records and publishes.
+/// A point in time as a machine's game sees it: the monotonic clock for its
+/// deadlines and the wall clock for what it records and publishes.
+struct Moment: Sendable, Equatable {
+    /// Since the game clock was made; deadlines are on this scale.
+    var uptime: Duration
+    var wall: Date
+
+    /// The wall time at which the monotonic `deadline` falls.
+    func wall(at deadline: Duration) -> Date {
+        wall.addingTimeInterval((deadline - uptime).seconds)
+    }
+}
+
+/// The time a machine's game runs on.
 ///
 /// Any `Clock` with `Duration` fits (the daemon uses `ContinuousClock`, the
 /// tests a test clock they advance by hand); instants are kept as the
@@ -31,9 +43,8 @@ struct GameClock: Sendable {
         return GameClock(clock, wallNow: { epoch.addingTimeInterval(origin.duration(to: clock.now).seconds) })
     }
 
-    /// The wall time at which the monotonic `deadline` falls.
-    func wallTime(at deadline: Duration) -> Date {
-        wallNow().addingTimeInterval((deadline - now()).seconds)
+    func moment() -> Moment {
+        Moment(uptime: now(), wall: wallNow())
     }
 }
 
@@ -42,5 +53,10 @@ extension Duration {
     var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
+    }
+
+    /// Whole milliseconds, rounded down.
+    var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
     }
 }

@@ -1,40 +1,53 @@
+import DequeModule
 import Foundation
 import Logging
 import Protocol
 import Synchronization
 
-/// One claw machine's game (SPEC §3): its queue, whose turn it is, the game
-/// timers, the commands forwarded to its PC and the acks and results coming
-/// back.
+/// One claw machine: its game (``MachineState``) behind a lock, and the
+/// effects of its transitions carried out in order.
 ///
-/// All of it is one ``MachineState`` behind a lock. Every entry point is a
-/// named transition that runs under the lock from start to end, including the
-/// MQTT publishes and the storage write it causes, so that what subscribers
-/// see, what players are told and what is recorded happen in one order.
-/// Nothing under the lock waits on the network: publishing hands the message
-/// to libmosquitto, replies go to the player channel's own delivery.
+/// Every entry point runs one transition of the state under the lock, which
+/// does no I/O: it decides, appends the effects to the machine's outbox and
+/// submits the writes to the storage writer (an append). After the lock is
+/// released, the outbox is drained in order by whichever thread gets there
+/// first, usually the caller itself (so a command is published from the
+/// thread that handled the request, with no hop): commands to the PC at
+/// once, everything that tells a player or an operator only when the writes
+/// before it are durable.
 final class Machine: Sendable {
     let config: MachineConfig
-    let settings: GameSettings
+    /// The machine's place in the arcade, as the storage writer and the deadlines know it.
+    let index: Int
     let topics: MachineTopics
-    let environment: MachineEnvironment
     let logger: Logger
-    let state: Mutex<MachineState>
+    private let environment: MachineEnvironment
+    private let guarded: Mutex<Guarded>
+    private let metrics: MachineMetrics
+
+    private struct Guarded {
+        var game: MachineState
+        var outbox = MachineOutbox()
+        /// The deadline the arcade's deadlines hold for this machine, if any.
+        var scheduled: Duration?
+        var stopped = false
+    }
 
     /// Reads the machine's queue back from storage (see ``GameStore/restore(machine:now:)``).
     /// The machine counts as offline until its PC's `state` says otherwise.
-    init(config: MachineConfig, settings: GameSettings, topics: Topics, environment: MachineEnvironment)
+    init(config: MachineConfig, index: Int, settings: GameSettings, topics: Topics, environment: MachineEnvironment)
         throws(StorageError)
     {
         self.config = config
-        self.settings = settings
+        self.index = index
         self.topics = MachineTopics(config, topics)
         self.environment = environment
         var logger = environment.logger
         logger[metadataKey: "machine.id"] = .string(config.id)
         self.logger = logger
+        metrics = MachineMetrics(machine: config.id)
         let wall = environment.clock.wallNow()
-        let restored = try environment.store.restore(machine: config.id, now: wall)
+        let restored = try environment.writer.store.restore(machine: config.id, now: wall)
         if !restored.closedGames.isEmpty || !restored.requeuedOffers.isEmpty {
             logger.notice(
                 "Games open at the last stop settled",
@@ -43,182 +56,281 @@ final class Machine: Sendable {
                     "queue.requeued": .string(restored.requeuedOffers.joined(separator: ",")),
                 ])
         }
-        for entry in restored.queue {
-            environment.players.remember(player: entry.accid, provider: entry.provider)
-        }
-        state = Mutex(MachineState(restored: restored, firstSerial: Int64(wall.timeIntervalSince1970 * 1000)))
+        guarded = Mutex(
+            Guarded(
+                game: MachineState(
+                    machine: config, settings: settings, restored: restored,
+                    firstSerial: Int64(wall.timeIntervalSince1970 * 1000), sessionPrefix: environment.sessionPrefix)))
     }
 
     var id: String { config.id }
 
     // MARK: Entry points
 
-    /// A player's request for this machine, already decoded and checked
-    /// against the machine's cameras. A refusal is answered to the player
-    /// (command 9) here.
-    func handle(_ request: PlayerRequest, from player: String, provider: String) -> RequestOutcome {
-        transition { state, change in
-            do throws(WireError) {
-                switch request.command {
-                case .join(let nick):
-                    return try join(player, nick: nick, provider: provider, &state, &change)
-                case .leave:
-                    return try leave(player, &state, &change)
-                case .accept(let session):
-                    return try accept(player, session: session, &state, &change)
-                case .decline(let session):
-                    return try decline(player, session: session, &state, &change)
-                case .move, .grab, .camera:
-                    // A control command without a serial is refused while decoding.
-                    return try control(request.command, serial: request.serial ?? 0, from: player, &state, &change)
-                }
-            } catch {
-                reject(player: player, command: request.command.code, serial: request.serial, error, &state)
-                return .rejected(error)
-            }
-        }
+    /// A player's request, decoded and checked against the machine's cameras.
+    /// A refusal is answered to the player (command 9) by the game.
+    ///
+    /// - Returns: the outcome, and the ticket that must be durable before
+    ///   the outcome may be told (nil when nothing was written).
+    func handle(_ request: PlayerRequest, from player: PlayerAddress) -> (RequestOutcome, StorageWriter.Ticket?) {
+        transition { game, context in game.handle(request, from: player, context) }
     }
 
-    /// Answers a notification refused before it reached the game (a bad
-    /// payload for this machine) the same way the game refuses requests.
-    func refuse(player: String, command: CommandCode?, serial: Int64?, _ error: WireError) {
-        state.withLock { state in
-            reject(player: player, command: command, serial: serial, error, &state)
-        }
+    /// Answers a notification refused before it reached the game.
+    func refuse(_ player: PlayerAddress, command: CommandCode?, serial: Int64?, _ error: WireError) {
+        _ = transition { game, context in game.refuse(player, command: command, serial: serial, error, context) }
     }
 
     /// The PC's (or camera switch's) command 5 on `claw/<m>/ack`.
-    func handleAck(_ payload: [UInt8]) {
-        guard let message = inbound(payload, expecting: .ack, on: topics.ack), let serial = message.serial else { return }
-        state.withLock { state in
-            settleAck(serial: serial, data: message.data, &state)
-        }
+    func handleAck(_ message: MQTTMessage) {
+        guard let ack = inbound(message, expecting: .ack, on: topics.ack), let serial = ack.serial else { return }
+        _ = transition { game, context in game.ack(serial: serial, data: ack.data, context) }
     }
 
     /// The PC's command 4 on `claw/<m>/result`.
-    func handleResult(_ payload: [UInt8]) {
-        guard let message = inbound(payload, expecting: .result, on: topics.result) else { return }
-        guard let data = message.data, let won = Bool(data) else {
-            logger.warning("Result without data true or false ignored", metadata: ["mqtt.payload": .string(Self.text(payload))])
+    func handleResult(_ message: MQTTMessage) {
+        guard let result = inbound(message, expecting: .result, on: topics.result) else { return }
+        guard let data = result.data, let won = Bool(data) else {
+            logger.warning("Result without data true or false ignored", metadata: ["mqtt.payload": .string(LogText.payload(message.payload))])
             return
         }
-        transition { state, change in
-            finishWithResult(won: won, data: data, &state, &change)
-        }
+        _ = transition { game, context in game.result(won: won, data: data, session: result.session, context) }
     }
 
     /// The PC's retained presence on `claw/<m>/state`.
-    func handlePresence(_ payload: [UInt8]) {
-        let text = Self.text(payload).trimmingCharacters(in: .whitespacesAndNewlines)
+    func handlePresence(_ message: MQTTMessage) {
+        let text = String(decoding: message.payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard let presence = Presence(rawValue: text) else {
-            logger.warning("Machine state neither online nor offline ignored", metadata: ["mqtt.payload": .string(text)])
+            logger.warning("Machine state neither online nor offline ignored", metadata: ["mqtt.payload": .string(LogText.payload(message.payload))])
             return
         }
-        transition { state, change in
-            switch presence {
-            case .online: goOnline(&state, &change)
-            case .offline: goOffline(&state, &change)
-            }
+        _ = transition { game, context in game.presence(presence, context) }
+    }
+
+    /// Handles whatever deadline of the machine has passed; the arcade's
+    /// deadlines call this.
+    func fireDeadlines() {
+        _ = transition { game, context in game.expire(context) } afterwards: { guarded in
+            // The entry that woke us is gone; the transition schedules what is left.
+            guarded.scheduled = nil
         }
     }
 
     /// Publishes the retained snapshot as it is, e.g. after a reconnect.
     func republish() {
-        state.withLock { state in publishSnapshot(state) }
+        let now = environment.clock.moment()
+        guarded.withLock { guarded in
+            guard !guarded.stopped else { return }
+            guarded.outbox.append(guarded.game.republish(at: now), ticket: nil)
+        }
+        drain()
     }
 
-    /// Ends the machine's timers; nothing is published after this.
+    /// Ends the machine: nothing is published or told after this.
     func stop() {
-        state.withLock { state in
-            state.stopped = true
-            state.timer?.task.cancel()
-            state.timer = nil
-            state.ackSweeper?.cancel()
-            state.ackSweeper = nil
-        }
+        guarded.withLock { $0.stopped = true }
     }
 
     /// The machine's state now, as its retained snapshot shows it (also what
     /// the read API and the metrics read).
     func currentSnapshot() -> QueueSnapshot {
-        state.withLock { state in snapshot(state) }
+        let now = environment.clock.moment()
+        return guarded.withLock { $0.game.snapshot(at: now) }
     }
 
-    // MARK: Admin
+    /// What storage must hold for this machine, for the writer's rewrite after a failure.
+    func durableImage() -> DurableMachine {
+        guarded.withLock { $0.game.durableImage }
+    }
+
+    // MARK: Operators
 
     /// Stops offering turns; the queue and a game in progress go on.
-    @discardableResult
-    func pause() -> Bool {
-        transition { state, change in
-            guard !state.paused else { return false }
-            state.paused = true
-            change.snapshotChanged = true
-            emit(.paused, &state)
-            return true
-        }
+    func pause() -> (Bool, StorageWriter.Ticket?) {
+        transition { game, context in game.pause(context) }
     }
 
-    @discardableResult
-    func resume() -> Bool {
-        transition { state, change in
-            guard state.paused else { return false }
-            state.paused = false
-            change.snapshotChanged = true
-            emit(.resumed, &state)
-            return true
-        }
+    func resume() -> (Bool, StorageWriter.Ticket?) {
+        transition { game, context in game.resume(context) }
     }
 
     /// Ends the current turn as `skipped`; false when nobody holds the machine.
-    @discardableResult
-    func skip() -> Bool {
-        transition { state, change in
-            guard let turn = state.turn else { return false }
-            emit(.skipped, &state) { $0.player = turn.player.accid; $0.session = turn.session }
-            endTurn(.skipped, &state, &change)
-            return true
-        }
+    func skip() -> (Bool, StorageWriter.Ticket?) {
+        transition { game, context in game.skip(context) }
     }
 
     /// Takes a player out of the queue, or ends their turn as `skipped`.
-    @discardableResult
-    func remove(player: String) -> Bool {
-        transition { state, change in
-            if let turn = state.turn, turn.player.accid == player {
-                emit(.removed, &state) { $0.player = player; $0.session = turn.session }
-                endTurn(.skipped, &state, &change)
-                return true
+    func remove(player: String) -> (Bool, StorageWriter.Ticket?) {
+        transition { game, context in game.remove(player: player, context) }
+    }
+
+    // MARK: Transitions and their effects
+
+    /// Runs one transition under the lock, then carries out its effects.
+    private func transition<Outcome: Sendable>(
+        _ body: (inout MachineState, TransitionContext) -> Step<Outcome>,
+        afterwards: (inout Guarded) -> Void = { _ in }
+    ) -> (Outcome, StorageWriter.Ticket?) {
+        let connected = environment.publisher.isConnected
+        let writable = environment.writer.isWritable
+        let (outcome, ticket, schedule) = guarded.withLock { guarded in
+            afterwards(&guarded)
+            let context = TransitionContext(
+                now: environment.clock.moment(), brokerConnected: connected, storageWritable: writable)
+            let step = body(&guarded.game, context)
+            let ticket = step.writes.isEmpty ? nil : environment.writer.submit(step.writes, machine: index)
+            if !step.effects.isEmpty, !guarded.stopped {
+                guarded.outbox.append(step.effects, ticket: ticket)
             }
-            guard let index = state.waiting.firstIndex(where: { $0.accid == player }) else { return false }
-            state.waiting.remove(at: index)
-            change.store.append(.dequeue(accid: player))
-            emit(.removed, &state) { $0.player = player }
-            return true
+            // Tell the deadlines only when this machine's next one came closer.
+            var schedule: Duration?
+            if let next = guarded.game.nextDeadline(), guarded.scheduled.map({ next < $0 }) ?? true {
+                guarded.scheduled = next
+                schedule = next
+            }
+            return (step.outcome, ticket, schedule)
+        }
+        if let schedule { environment.deadlines.schedule(index, at: schedule) }
+        drain()
+        return (outcome, ticket)
+    }
+
+    /// Carries out what is ready in the outbox, in order, unless another
+    /// thread is already doing so (it will pick up what was added).
+    func drain() {
+        let writer = environment.writer
+        while true {
+            let work: MachineOutbox.Work? = guarded.withLock { guarded in
+                guard !guarded.outbox.draining else { return nil }
+                let work = guarded.outbox.takeReady(isDurable: writer.isDurable)
+                guard !work.isEmpty else { return nil }
+                guarded.outbox.draining = true
+                return work
+            }
+            guard let work else { return }
+            run(work)
+            let more = guarded.withLock { guarded in
+                guarded.outbox.draining = false
+                return !guarded.stopped && guarded.outbox.hasReady(isDurable: writer.isDurable)
+            }
+            guard more else { return }
         }
     }
 
-    // MARK: Helpers
+    private func run(_ work: MachineOutbox.Work) {
+        for (message, camera) in work.commands {
+            let topic = camera ? topics.camera : topics.control
+            do {
+                try environment.publisher.publish(topic, payload: message.encoded(), qos: .atMostOnce, retain: false)
+            } catch {
+                metrics.commandsLost.increment()
+                logger.warning("Command not published", metadata: ["mqtt.topic": .string(topic), "mqtt.error": .string(error.message)])
+            }
+        }
+        for effect in work.tells {
+            switch effect {
+            case .command:
+                break
+            case .event(let event):
+                metrics.record(event)
+                note(event)
+                publish(event)
+            case .snapshot(let snapshot):
+                publish(snapshot)
+            case .reply(let reply):
+                environment.players.send(reply, from: config)
+            }
+        }
+    }
 
-    private func inbound(_ payload: [UInt8], expecting code: CommandCode, on topic: String) -> WireMessage? {
+    private func publish(_ event: GameEvent) {
+        do {
+            try environment.publisher.publish(topics.events, payload: event.encoded(), qos: .atMostOnce, retain: false)
+        } catch where error.code == .notConnected {
+            // Events are a live stream; while the broker is away there is no one to tell.
+        } catch {
+            logger.warning("Event not published", metadata: ["event.type": .string(event.type.rawValue), "error": .string(error.message)])
+        }
+    }
+
+    /// The retained snapshot, QoS 1. While the broker is away it is skipped:
+    /// the gateway republishes every snapshot when it reconnects.
+    private func publish(_ snapshot: QueueSnapshot) {
+        do {
+            try environment.publisher.publish(topics.queue, payload: snapshot.encoded(), qos: .atLeastOnce, retain: true)
+        } catch where error.code == .notConnected {
+            logger.debug("Snapshot not published while disconnected")
+        } catch {
+            logger.warning("Snapshot not published", metadata: ["error": .string(error.message)])
+        }
+    }
+
+    /// What operators want in the log, from the events.
+    private func note(_ event: GameEvent) {
+        switch event.type {
+        case .gameEnded:
+            logger.info(
+                "Game ended",
+                metadata: [
+                    "player.accid": .string(event.player ?? ""), "game.session": .string(event.session ?? ""),
+                    "game.outcome": .string(event.outcome?.rawValue ?? ""), "game.commands": .stringConvertible(event.commands ?? 0),
+                ])
+        case .online:
+            logger.info("Machine online")
+        case .offline:
+            logger.warning("Machine offline")
+        case .ackTimeout:
+            logger.warning(
+                "Ack timed out",
+                metadata: ["mqtt.serial": .stringConvertible(event.serial ?? 0), "wire.command": .string(event.command ?? "")])
+        case .staleResult:
+            logger.notice(
+                "Result for a game that is over ignored",
+                metadata: ["game.session": .string(event.session ?? ""), "game.result": .string(event.data ?? "")])
+        case .result where event.player == nil:
+            logger.notice("Result with no game in progress", metadata: ["game.result": .string(event.data ?? "")])
+        case .dropped:
+            logger.debug(
+                "Request refused",
+                metadata: [
+                    "player.accid": .string(event.player ?? ""), "wire.command": .string(event.command ?? "?"),
+                    "wire.error": .string(event.reason ?? ""),
+                ])
+        default:
+            break
+        }
+    }
+
+    // MARK: Inbound messages
+
+    /// A message on one of the machine's inbound topics, decoded; nil (and
+    /// logged) when it is not the command expected there. Retained messages
+    /// on `ack` and `result` are never acted on: they are old news, and a
+    /// retained result would end every new game the moment the gateway
+    /// subscribes.
+    private func inbound(_ message: MQTTMessage, expecting code: CommandCode, on topic: String) -> WireMessage? {
+        if message.retain {
+            logger.warning("Retained message on a machine topic ignored", metadata: ["mqtt.topic": .string(topic)])
+            return nil
+        }
         do throws(WireError) {
-            let message = try WireMessage.decode(payload)
-            guard message.code == code else {
+            let decoded = try WireMessage.decode(message.payload)
+            guard decoded.code == code else {
                 logger.warning(
                     "Unexpected command on machine topic ignored",
-                    metadata: ["mqtt.topic": .string(topic), "mqtt.payload": .string(Self.text(payload))])
+                    metadata: ["mqtt.topic": .string(topic), "mqtt.payload": .string(LogText.payload(message.payload))])
                 return nil
             }
-            return message
+            return decoded
         } catch {
             logger.warning(
                 "Undecodable message on machine topic ignored",
-                metadata: ["mqtt.topic": .string(topic), "mqtt.payload": .string(Self.text(payload)), "error": .string(error.message)])
+                metadata: [
+                    "mqtt.topic": .string(topic), "mqtt.payload": .string(LogText.payload(message.payload)),
+                    "error": .string(error.message),
+                ])
             return nil
         }
-    }
-
-    static func text(_ payload: [UInt8]) -> String {
-        String(decoding: payload.prefix(512), as: UTF8.self)
     }
 }
 

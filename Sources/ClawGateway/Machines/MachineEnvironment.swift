@@ -16,43 +16,25 @@ extension MQTTClient: MachinePublisher {
 }
 
 /// How replies reach players (commands 4, 5, 8, 9, 11). Sending never blocks
-/// the game: an implementation hands the message to its own delivery.
+/// the game: an implementation hands the reply to its own delivery.
 protocol PlayerChannel: Sendable {
-    /// Sends `message` to `player` from the machine's IM account.
-    func send(_ message: WireMessage, to player: String, from machine: MachineConfig)
-    /// Notes the provider through which `player` last reached the gateway.
-    func remember(player: String, provider: String)
-}
-
-extension PlayerChannel {
-    func remember(player: String, provider: String) {}
+    /// Sends `reply` from the machine's IM account through the reply's provider.
+    func send(_ reply: PlayerReply, from machine: MachineConfig)
 }
 
 /// What a machine's game is given: its clock, where it publishes, how it
-/// answers players, where it records.
+/// answers players, where it records, who keeps its deadlines.
 struct MachineEnvironment: Sendable {
     var clock: GameClock
     var publisher: any MachinePublisher
     var players: any PlayerChannel
-    var store: GameStore
+    var writer: StorageWriter
+    var deadlines: Deadlines
     var logger: Logger
-    var newSessionID: @Sendable () -> String = { UUID().uuidString.lowercased() }
-}
+    /// Unique to this run of the gateway: session ids are this and a counter.
+    var sessionPrefix: String = Self.randomSessionPrefix()
 
-/// What became of a player's request, for the ingress to answer with.
-enum RequestOutcome: Sendable, Equatable {
-    /// A command went to the machine with this gateway serial.
-    case forwarded(serial: Int64)
-    /// The player is in the queue at `position` (1-based) of `length`.
-    case queued(position: Int, length: Int)
-    /// The player joined a free machine and was offered the turn at once (11).
-    case offered(session: String)
-    /// The game started.
-    case accepted(session: String)
-    case declined
-    case left
-    /// Nothing to do, e.g. an accept repeated by a duplicated IM copy.
-    case ignored(String)
-    /// Refused; the player was sent command 9 with this code.
-    case rejected(WireError)
+    static func randomSessionPrefix() -> String {
+        Signatures.nonce(bytes: 6) + "-"
+    }
 }

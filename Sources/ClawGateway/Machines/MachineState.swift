@@ -5,77 +5,66 @@ import Protocol
 struct QueueEntry: Sendable, Equatable {
     var accid: String
     var nick: String
-    /// The IM provider of the notification that queued the player.
+    /// The IM provider of the notification that queued the player: replies
+    /// to them go back through it.
     var provider: String
+
+    var address: PlayerAddress { PlayerAddress(accid: accid, provider: provider) }
 }
 
-/// Everything that changes in one machine, kept behind the machine's lock.
+/// One claw machine's game (SPEC §3) as a plain value: the queue, whose turn
+/// it is and in which phase, the deadlines, the commands in flight to the PC.
 ///
-/// The game is `turn`: nil while idle, otherwise the player offered the
-/// machine, playing, or awaiting the result (SPEC §3). `online` is what the
-/// PC's retained `state` topic last said; while it is false the machine is
-/// `offline` whatever `turn` was.
+/// Every change is a named `mutating` transition that takes the time and the
+/// circumstances (``TransitionContext``) as inputs and returns a ``Step``:
+/// the answer, the effects to carry out and the writes to make durable first.
+/// Transitions do no I/O and read no clock, so each one is tested as a plain
+/// function. ``Machine`` owns one of these behind a lock and carries out the
+/// effects after releasing it.
+///
+/// The phases follow SPEC §3: `idle` → `offered` → `playing` →
+/// `awaitingResult` → `idle`. The machine's presence (``Link``) and the
+/// operator's pause are orthogonal to the phase: while the PC is offline the
+/// machine shows as `offline` whatever the phase, and no turn is offered
+/// while it is offline or paused.
 struct MachineState: Sendable {
-    var online = false
-    var paused: Bool
-    var waiting: [QueueEntry]
-    var turn: Turn?
-    /// Of the retained snapshot; durable, so it keeps increasing across restarts.
-    var snapshotSeq: Int64
-    /// Of the events; increases within one run.
-    var eventSeq: Int64 = 0
-    /// The next gateway serial. Starts from the wall clock in milliseconds so
-    /// that serials stay unique per machine across restarts of the gateway.
-    var nextSerial: Int64
-    var acks: PendingAcks
-    /// The turn timer in flight.
-    var timer: TurnTimer?
-    var timerGeneration = 0
-    /// Runs while acks are pending, to report the ones that time out.
-    var ackSweeper: Task<Void, Never>?
-    var stopped = false
-
-    init(restored: RestoredMachine, firstSerial: Int64) {
-        paused = restored.paused
-        waiting = restored.queue
-        snapshotSeq = restored.snapshotSeq
-        nextSerial = firstSerial
-        acks = PendingAcks(floor: firstSerial)
+    /// The player holding the machine, from the offer to the end of the game.
+    struct Turn: Sendable {
+        var player: QueueEntry
+        /// The game's id: in storage, in every message to the PC, in the PC's result.
+        var session: String
+        /// When the timer of the current phase runs out, on the game clock.
+        var deadline: Duration
+        var offeredAt: Date
+        var startedAt: Date?
+        /// Commands sent to the PC in this game.
+        var commands = 0
+        /// Player serials already forwarded: IM copies can come twice.
+        var serials = SerialWindow()
+        var bucket: TokenBucket
     }
 
-    var status: MachineStatus {
-        guard online else { return .offline }
-        return turn?.phase.status ?? .idle
-    }
+    /// Whose turn it is.
+    enum Phase: Sendable {
+        case idle
+        /// The head of the queue was offered the turn (11) and may accept (12).
+        case offered(Turn)
+        /// Coins are in; the player steers.
+        case playing(Turn)
+        /// The claw dropped (by the player, the play timer, or because the
+        /// player left); waiting for the PC's result.
+        case awaitingResult(Turn)
 
-    mutating func takeSerial() -> Int64 {
-        defer { nextSerial += 1 }
-        return nextSerial
-    }
-
-    func isWaiting(_ accid: String) -> Bool {
-        waiting.contains { $0.accid == accid }
-    }
-}
-
-/// The task that ends the current phase of the turn at its deadline.
-struct TurnTimer: Sendable {
-    var generation: Int
-    var deadline: Duration
-    var task: Task<Void, Never>
-}
-
-/// The player holding the machine, from the offer to the end of the game.
-struct Turn: Sendable {
-    enum Phase: Sendable, Equatable {
-        case offered
-        case playing
-        /// The claw was dropped (by the player, by the play timer or because
-        /// the player left); waiting for the PC's result.
-        case awaitingResult
+        var turn: Turn? {
+            switch self {
+            case .idle: nil
+            case .offered(let turn), .playing(let turn), .awaitingResult(let turn): turn
+            }
+        }
 
         var status: MachineStatus {
             switch self {
+            case .idle: .idle
             case .offered: .offered
             case .playing: .playing
             case .awaitingResult: .awaitingResult
@@ -83,79 +72,240 @@ struct Turn: Sendable {
         }
     }
 
-    var player: QueueEntry
-    /// Also the game's id in storage.
-    var session: String
-    var phase: Phase
-    /// When the timer of the phase runs out, on the game clock.
-    var deadline: Duration
-    var commands = 0
-    /// Player serials already forwarded in this game: IM copies can come twice.
-    var seenSerials: Set<Int64> = []
-    var bucket: TokenBucket
-}
-
-/// A message published to the machine whose ack has not come yet.
-struct PendingAck: Sendable {
-    var sentAt: Duration
-    var command: CommandCode
-    var player: String?
-    var playerSerial: Int64?
-}
-
-/// The pending acks of a machine, by gateway serial. Serials are handed out in
-/// increasing order and every ack has the same timeout, so the oldest pending
-/// one is the lowest serial: `floor` walks up past serials already settled.
-struct PendingAcks: Sendable {
-    private(set) var bySerial: [Int64: PendingAck] = [:]
-    private var floor: Int64
-
-    init(floor: Int64) {
-        self.floor = floor
+    /// What the PC last said on its retained `state` topic.
+    enum Link: Sendable, Equatable {
+        case offline
+        case online
     }
 
-    var isEmpty: Bool { bySerial.isEmpty }
+    // The state below changes only through the transitions, in this file and
+    // the `MachineState+*.swift` beside it.
+    let machine: MachineConfig
+    let settings: GameSettings
+    var link: Link = .offline
+    var paused: Bool
+    var waiting: [QueueEntry]
+    var phase: Phase = .idle
+    /// Of the retained snapshot; durable, so it keeps increasing across restarts.
+    private(set) var snapshotSeq: Int64
+    /// Of the events; increases within one run.
+    private(set) var eventSeq: Int64 = 0
+    /// The next gateway serial, unique per machine across restarts (see ``init(machine:settings:restored:firstSerial:sessionPrefix:)``).
+    private(set) var nextSerial: Int64
+    var acks: PendingAcks
+    private let sessionPrefix: String
+    private var sessionsMade = 0
 
-    mutating func insert(_ ack: PendingAck, serial: Int64) {
-        bySerial[serial] = ack
-        floor = min(floor, serial)
+    /// - Parameters:
+    ///   - restored: the queue, pause flag and snapshot sequence read back from storage.
+    ///   - firstSerial: larger than any serial of an earlier run, e.g. the wall clock in milliseconds.
+    ///   - sessionPrefix: unique to this run; session ids are the prefix and a counter.
+    init(machine: MachineConfig, settings: GameSettings, restored: RestoredMachine, firstSerial: Int64, sessionPrefix: String) {
+        self.machine = machine
+        self.settings = settings
+        paused = restored.paused
+        waiting = restored.queue
+        snapshotSeq = restored.snapshotSeq
+        nextSerial = firstSerial
+        acks = PendingAcks(floor: firstSerial)
+        self.sessionPrefix = sessionPrefix
     }
 
-    mutating func remove(_ serial: Int64) -> PendingAck? {
-        bySerial.removeValue(forKey: serial)
+    var id: String { machine.id }
+    var online: Bool { link == .online }
+
+    /// The state shown in snapshots, events and the read API.
+    var status: MachineStatus {
+        online ? phase.status : .offline
     }
 
-    /// The oldest pending ack.
-    mutating func oldest() -> (serial: Int64, ack: PendingAck)? {
-        guard !bySerial.isEmpty else { return nil }
-        while true {
-            if let ack = bySerial[floor] { return (floor, ack) }
-            floor += 1
+    /// The retained snapshot of this state (SPEC §4).
+    func snapshot(at now: Moment) -> QueueSnapshot {
+        QueueSnapshot(
+            machine: id, seq: snapshotSeq, state: status, online: online, paused: paused,
+            player: phase.turn.map { turn in
+                CurrentPlayer(
+                    accid: turn.player.accid, nick: turn.player.nick, session: turn.session,
+                    deadline: Timestamp.string(now.wall(at: turn.deadline)))
+            },
+            waiting: waiting.map { WaitingPlayer(accid: $0.accid, nick: $0.nick) })
+    }
+
+    /// The earliest moment at which ``expire(_:)`` has something to do: the
+    /// turn's deadline or the oldest pending ack's timeout.
+    mutating func nextDeadline() -> Duration? {
+        let ack = acks.nextDue(after: settings.ackTimeout)
+        guard let turn = phase.turn?.deadline else { return ack }
+        return ack.map { min($0, turn) } ?? turn
+    }
+
+    /// What storage must hold for this machine, written whole after a failure.
+    var durableImage: DurableMachine {
+        DurableMachine(
+            machine: id, queue: waiting, snapshotSeq: snapshotSeq, paused: paused,
+            openGame: phase.turn.map { record($0, endedAt: nil, outcome: nil) })
+    }
+
+    // MARK: Building blocks of the transitions
+
+    /// What one transition decides, collected as it goes.
+    struct Effects {
+        let context: TransitionContext
+        var list: [MachineEffect] = []
+        var writes: [StoreChange] = []
+        /// The snapshot must be republished with a new `seq`.
+        var snapshotChanged = false
+        /// The first index of the waiting list whose position changed: from
+        /// there on, players are told their new position.
+        var positionsFrom: Int?
+        private var stamp: String?
+
+        init(_ context: TransitionContext) {
+            self.context = context
+        }
+
+        var now: Moment { context.now }
+
+        /// The events' `ts`: every event of one transition has the same.
+        mutating func timestamp() -> String {
+            if let stamp { return stamp }
+            let text = Timestamp.string(context.now.wall)
+            stamp = text
+            return text
+        }
+
+        mutating func queueMoved(from index: Int) {
+            positionsFrom = min(positionsFrom ?? index, index)
         }
     }
 
-    mutating func removeAll() {
-        bySerial.removeAll()
+    /// Ends a transition: settles what every transition settles (offers the
+    /// next turn when the machine is free, tells players whose position moved,
+    /// republishes the snapshot when anything in it changed) and hands over
+    /// what was decided.
+    mutating func finish<Outcome: Sendable>(_ outcome: Outcome, _ fx: inout Effects) -> Step<Outcome> {
+        settle(&fx)
+        return Step(outcome: outcome, effects: fx.list, writes: fx.writes)
+    }
+
+    private mutating func settle(_ fx: inout Effects) {
+        offerNextTurn(&fx)
+        if let from = fx.positionsFrom {
+            fx.snapshotChanged = true
+            let length = waiting.count
+            for index in from..<length {
+                reply(waiting[index].address, WireMessage(.queuePosition, data: String(index + 1), length: length), .high, &fx)
+            }
+        }
+        if fx.snapshotChanged {
+            snapshotSeq += 1
+            fx.writes.append(.meta(machine: id, snapshotSeq: snapshotSeq, paused: paused))
+            fx.list.append(.snapshot(snapshot(at: fx.now)))
+        }
+    }
+
+    /// Offers the head of the queue the turn when the machine is free.
+    mutating func offerNextTurn(_ fx: inout Effects) {
+        guard case .idle = phase, online, !paused, !waiting.isEmpty else { return }
+        let entry = waiting.removeFirst()
+        fx.queueMoved(from: 0)
+        sessionsMade += 1
+        let session = "\(sessionPrefix)\(sessionsMade)"
+        let deadline = fx.now.uptime + settings.acceptTimeout
+        let turn = Turn(
+            player: entry, session: session, deadline: deadline, offeredAt: fx.now.wall,
+            bucket: TokenBucket(perSecond: settings.maxCommandsPerSecond, now: fx.now.uptime))
+        phase = .offered(turn)
+        fx.writes.append(.dequeue(machine: id, accid: entry.accid))
+        fx.writes.append(.game(record(turn, endedAt: nil, outcome: nil)))
+        fx.snapshotChanged = true
+        emit(.offered, &fx) {
+            $0.player = entry.accid
+            $0.nick = entry.nick
+            $0.session = session
+        }
+        let timeout = Int(settings.acceptTimeout.seconds.rounded(.up))
+        reply(
+            entry.address, WireMessage(.turnOffer, data: session, serial: takeSerial(), timeout: timeout), .high, &fx,
+            expires: deadline)
+    }
+
+    /// Closes the game record with `outcome`; the machine is free again.
+    mutating func endTurn(_ outcome: GameOutcome, _ fx: inout Effects) {
+        guard let turn = phase.turn else { return }
+        fx.writes.append(.game(record(turn, endedAt: fx.now.wall, outcome: outcome)))
+        fx.snapshotChanged = true
+        phase = .idle
+        emit(.gameEnded, &fx) {
+            $0.player = turn.player.accid
+            $0.nick = turn.player.nick
+            $0.session = turn.session
+            $0.outcome = outcome
+            $0.commands = turn.commands
+        }
+    }
+
+    /// The game record of `turn` as storage keeps it.
+    func record(_ turn: Turn, endedAt: Date?, outcome: GameOutcome?) -> GameRow {
+        GameRow(
+            id: turn.session, machine: id, player: turn.player.accid, nick: turn.player.nick,
+            provider: turn.player.provider, offeredAt: turn.offeredAt, startedAt: turn.startedAt, endedAt: endedAt,
+            outcome: outcome, commands: turn.commands)
+    }
+
+    /// Runs `body` on the turn where it is, without copying it: the phase is
+    /// emptied while `body` runs so the turn's storage is not shared.
+    @discardableResult
+    mutating func modifyTurn<R>(_ body: (inout Turn) -> R) -> R? {
+        switch phase {
+        case .idle:
+            return nil
+        case .offered(var turn):
+            phase = .idle
+            defer { phase = .offered(turn) }
+            return body(&turn)
+        case .playing(var turn):
+            phase = .idle
+            defer { phase = .playing(turn) }
+            return body(&turn)
+        case .awaitingResult(var turn):
+            phase = .idle
+            defer { phase = .awaitingResult(turn) }
+            return body(&turn)
+        }
+    }
+
+    mutating func takeSerial() -> Int64 {
+        defer { nextSerial += 1 }
+        return nextSerial
+    }
+
+    /// Numbers and stamps one event on `claw/<m>/events`.
+    mutating func emit(_ type: EventType, _ fx: inout Effects, _ fill: (inout GameEvent) -> Void = { _ in }) {
+        eventSeq += 1
+        var event = GameEvent(type: type, seq: eventSeq, ts: fx.timestamp(), machine: id)
+        fill(&event)
+        fx.list.append(.event(event))
+    }
+
+    func reply(
+        _ player: PlayerAddress, _ message: WireMessage, _ priority: PlayerReply.Priority, _ fx: inout Effects,
+        expires: Duration? = nil
+    ) {
+        fx.list.append(.reply(PlayerReply(to: player, message: message, priority: priority, expires: expires)))
+    }
+
+    func reply(_ player: PlayerAddress, error: WireError, serial: Int64? = nil, _ fx: inout Effects) {
+        reply(player, WireMessage(.error, data: error.code.rawValue, serial: serial, message: error.message), .normal, &fx)
     }
 }
 
-/// Per-player command budget: `rate` tokens a second, at most `rate` saved up.
-struct TokenBucket: Sendable {
-    let rate: Double
-    private var tokens: Double
-    private var updated: Duration
-
-    init(perSecond rate: Int, now: Duration) {
-        self.rate = Double(rate)
-        tokens = Double(rate)
-        updated = now
-    }
-
-    mutating func take(now: Duration) -> Bool {
-        tokens = min(rate, tokens + (now - updated).seconds * rate)
-        updated = now
-        guard tokens >= 1 else { return false }
-        tokens -= 1
-        return true
-    }
+/// What storage holds for one machine, for rewriting it whole.
+struct DurableMachine: Sendable, Equatable {
+    var machine: String
+    var queue: [QueueEntry]
+    var snapshotSeq: Int64
+    var paused: Bool
+    /// The game in progress, if any.
+    var openGame: GameRow?
 }

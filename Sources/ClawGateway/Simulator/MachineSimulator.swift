@@ -5,7 +5,8 @@ import ServiceLifecycle
 
 /// Stands in for one machine's PC (and camera switch): says `online` on its
 /// retained `state` with an `offline` will, acknowledges every control and
-/// camera message, and reports a result some time after each grab.
+/// camera message, and reports a result some time after each grab, echoing
+/// the grab's `session` as a PC should (SPEC §2, "Sessions").
 struct MachineSimulator: Service {
     struct Behaviour: Sendable {
         var winRate = 0.3
@@ -68,10 +69,10 @@ struct MachineSimulator: Service {
             }
             if command.code == .grab {
                 let won = Double.random(in: 0..<1) < behaviour.winRate
+                let result = WireMessage(.result, data: String(won), session: command.session)
                 after(behaviour.resultDelay) { [client, topics, logger] in
                     logger.info("Simulated machine reports a result", metadata: ["game.won": .stringConvertible(won)])
-                    try? client.publish(
-                        topics.result, payload: WireMessage(.result, data: String(won)).encoded(), qos: .atLeastOnce)
+                    try? client.publish(topics.result, payload: result.encoded(), qos: .atLeastOnce)
                 }
             }
         }

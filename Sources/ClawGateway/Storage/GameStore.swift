@@ -3,38 +3,75 @@ import GRDB
 import Protocol
 import Synchronization
 
-/// The durable side of every machine: the waiting queues, the game records and
-/// each machine's snapshot sequence and pause flag, in one SQLite file.
+/// The durable side of every machine, in one SQLite file: the waiting
+/// queues, the game records, and each machine's snapshot sequence and pause
+/// flag.
 ///
 /// WAL with `synchronous = NORMAL`: a committed transaction survives the
 /// process being killed (it is in the WAL, in the OS's page cache); only a
 /// power cut can lose the last moments before a checkpoint.
 ///
-/// Calls are synchronous and short; each ``apply(machine:_:)`` is one
-/// transaction, so a queue change and the snapshot sequence it produced are
-/// never written apart.
+/// Writes go through one ``StorageWriter`` thread, never from a machine's
+/// lock or the cooperative pool; reads for the API are async on GRDB's
+/// reader queues. Every write is idempotent (whole records, upserts), so a
+/// batch written twice after a failure leaves the same rows.
 final class GameStore: Sendable {
     let path: String
-    private let pool: DatabasePool
-    /// Set while writes fail (disk full, file removed): `/readyz` reports it.
-    private let writesFailing = Atomic<Bool>(false)
+    /// The open file; replaced by ``reopen()`` when the file was removed.
+    private let opened: Mutex<Opened>
+
+    private struct Opened {
+        var pool: DatabasePool
+        /// Which file the pool has open, to notice it being removed or replaced.
+        var identity: FileIdentity?
+    }
 
     init(path: String) throws(StorageError) {
         self.path = path
+        opened = Mutex(try Self.open(path))
+    }
+
+    private static func open(_ path: String) throws(StorageError) -> Opened {
         do {
             let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             var configuration = Configuration()
             configuration.label = "claw-gateway"
-            configuration.busyMode = .timeout(5)
+            // Only the writer thread writes, and readers never block it in WAL
+            // mode: a busy database means something else holds the file.
+            configuration.busyMode = .timeout(0.5)
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
             }
-            pool = try DatabasePool(path: path, configuration: configuration)
-            try Self.migrator.migrate(pool)
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            try migrator.migrate(pool)
+            return Opened(pool: pool, identity: FileIdentity(path: path))
+        } catch let error as StorageError {
+            throw error
         } catch {
             throw StorageError(path: path, operation: "open", underlying: error)
         }
+    }
+
+    private var pool: DatabasePool { opened.withLock { $0.pool } }
+
+    /// Whether the file the database has open is no longer the one at
+    /// ``path`` (removed, or replaced by another): SQLite would go on writing
+    /// into a file nobody can find.
+    func fileWasReplaced() -> Bool {
+        let current = FileIdentity(path: path)
+        return opened.withLock { $0.identity != current }
+    }
+
+    /// Opens the file at ``path`` afresh, creating it if it is gone; what it
+    /// must hold is then rewritten by the writer.
+    func reopen() throws(StorageError) {
+        let fresh = try Self.open(path)
+        let old = opened.withLock { opened in
+            defer { opened = fresh }
+            return opened.pool
+        }
+        try? old.close()
     }
 
     private static var migrator: DatabaseMigrator {
@@ -118,49 +155,68 @@ final class GameStore: Sendable {
         }
     }
 
-    /// Writes what one transition of a machine changed, in one transaction.
-    func apply(machine: String, _ changes: [StoreChange]) throws(StorageError) {
-        guard !changes.isEmpty else { return }
+    /// Writes `changes` and every machine image in `images`, all in one
+    /// transaction: the writer's group commit.
+    func write(_ changes: some Sequence<StoreChange>, images: [DurableMachine] = []) throws(StorageError) {
         do {
             try pool.write { db in
-                for change in changes {
-                    try Self.apply(change, machine: machine, db)
-                }
+                for image in images { try Self.rewrite(image, db) }
+                for change in changes { try Self.apply(change, db) }
             }
-            writesFailing.store(false, ordering: .relaxed)
         } catch {
-            writesFailing.store(true, ordering: .relaxed)
-            throw StorageError(path: path, operation: "write \(machine)", underlying: error)
+            throw StorageError(path: path, operation: "write", underlying: error)
         }
     }
 
-    /// A machine's games, newest first.
-    func games(machine: String, limit: Int, offset: Int) throws(StorageError) -> [GameRecord] {
+    /// A machine's games, newest first; read on GRDB's reader queue.
+    func games(machine: String, limit: Int, offset: Int) async throws(StorageError) -> [GameRecord] {
         do {
-            return try pool.read { db in
-                try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT id, machine, player, nick, outcome, offered_at, started_at, ended_at, commands
-                        FROM games WHERE machine = ? ORDER BY offered_at DESC, rowid DESC LIMIT ? OFFSET ?
-                        """,
-                    arguments: [machine, limit, offset]
-                ).map { row in
-                    GameRecord(
-                        id: row["id"], machine: row["machine"], player: row["player"], nick: row["nick"],
-                        outcome: (row["outcome"] as String?).flatMap(GameOutcome.init(rawValue:)),
-                        offeredAt: row["offered_at"], startedAt: row["started_at"], endedAt: row["ended_at"],
-                        commands: row["commands"])
-                }
-            }
+            return try await pool.read { db in try Self.games(db, machine: machine, limit: limit, offset: offset) }
         } catch {
             throw StorageError(path: path, operation: "read games of \(machine)", underlying: error)
         }
     }
 
-    /// Whether the file can be read and the last write succeeded: for `/readyz`.
-    func check() -> Bool {
-        !writesFailing.load(ordering: .relaxed) && (try? pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }) == 1
+    /// The same, blocking the caller: for tests and start-up.
+    func gamesNow(machine: String, limit: Int, offset: Int) throws(StorageError) -> [GameRecord] {
+        do {
+            return try pool.read { db in try Self.games(db, machine: machine, limit: limit, offset: offset) }
+        } catch {
+            throw StorageError(path: path, operation: "read games of \(machine)", underlying: error)
+        }
+    }
+
+    /// The accounts in a machine's stored queue, in order: for tests and diagnostics.
+    func queuedNow(machine: String) throws(StorageError) -> [String] {
+        do {
+            return try pool.read { db in
+                try String.fetchAll(db, sql: "SELECT accid FROM queue_entries WHERE machine = ? ORDER BY ord", arguments: [machine])
+            }
+        } catch {
+            throw StorageError(path: path, operation: "read the queue of \(machine)", underlying: error)
+        }
+    }
+
+    private static func games(_ db: Database, machine: String, limit: Int, offset: Int) throws -> [GameRecord] {
+        try Row.fetchAll(
+            db,
+            sql: """
+                SELECT id, machine, player, nick, outcome, offered_at, started_at, ended_at, commands
+                FROM games WHERE machine = ? ORDER BY offered_at DESC, rowid DESC LIMIT ? OFFSET ?
+                """,
+            arguments: [machine, limit, offset]
+        ).map { row in
+            GameRecord(
+                id: row["id"], machine: row["machine"], player: row["player"], nick: row["nick"],
+                outcome: (row["outcome"] as String?).flatMap(GameOutcome.init(rawValue:)),
+                offeredAt: row["offered_at"], startedAt: row["started_at"], endedAt: row["ended_at"],
+                commands: row["commands"])
+        }
+    }
+
+    /// Whether the file can be read: for `/readyz`, with the writer's own health.
+    func readable() async -> Bool {
+        (try? await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }) == 1
     }
 
     /// Checkpoints the WAL into the main file and closes it.
@@ -173,26 +229,17 @@ final class GameStore: Sendable {
         }
     }
 
-    private static func apply(_ change: StoreChange, machine: String, _ db: Database) throws {
+    // MARK: SQL
+
+    private static func apply(_ change: StoreChange, _ db: Database) throws {
         switch change {
-        case .enqueue(let entry, let atHead, let at):
+        case .enqueue(let machine, let entry, let atHead, let at):
             try enqueue(db, machine: machine, entry: entry, atHead: atHead, at: at)
-        case .dequeue(let accid):
+        case .dequeue(let machine, let accid):
             try db.execute(sql: "DELETE FROM queue_entries WHERE machine = ? AND accid = ?", arguments: [machine, accid])
-        case .openGame(let id, let entry, let offeredAt):
-            try db.execute(
-                sql: "DELETE FROM queue_entries WHERE machine = ? AND accid = ?", arguments: [machine, entry.accid])
-            try db.execute(
-                sql: "INSERT INTO games (id, machine, player, nick, provider, offered_at) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [id, machine, entry.accid, entry.nick, entry.provider, Timestamp.string(offeredAt)])
-        case .startGame(let id, let at):
-            try db.execute(
-                sql: "UPDATE games SET started_at = ? WHERE id = ?", arguments: [Timestamp.string(at), id])
-        case .closeGame(let id, let outcome, let at, let commands):
-            try db.execute(
-                sql: "UPDATE games SET ended_at = ?, outcome = ?, commands = ? WHERE id = ?",
-                arguments: [Timestamp.string(at), outcome.rawValue, commands, id])
-        case .meta(let seq, let paused):
+        case .game(let game):
+            try upsert(game, db)
+        case .meta(let machine, let seq, let paused):
             try db.execute(
                 sql: """
                     INSERT INTO machine_meta (machine, snapshot_seq, paused) VALUES (?, ?, ?)
@@ -202,26 +249,95 @@ final class GameStore: Sendable {
         }
     }
 
-    private static func enqueue(_ db: Database, machine: String, entry: QueueEntry, atHead: Bool, at: Date) throws {
-        let edge = atHead ? "MIN(ord) - 1" : "MAX(ord) + 1"
+    /// The whole record, over what was there: a start or an end whose
+    /// earlier write was lost still leaves a complete row.
+    private static func upsert(_ game: GameRow, _ db: Database) throws {
         try db.execute(
             sql: """
-                INSERT OR REPLACE INTO queue_entries (machine, accid, nick, provider, ord, joined_at)
+                INSERT INTO games (id, machine, player, nick, provider, offered_at, started_at, ended_at, outcome, commands)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET
+                    started_at = excluded.started_at, ended_at = excluded.ended_at,
+                    outcome = excluded.outcome, commands = excluded.commands
+                """,
+            arguments: [
+                game.id, game.machine, game.player, game.nick, game.provider, Timestamp.string(game.offeredAt),
+                game.startedAt.map(Timestamp.string), game.endedAt.map(Timestamp.string), game.outcome?.rawValue,
+                game.commands,
+            ])
+        // An upsert touches exactly one row; anything else means the record was not written.
+        guard db.changesCount == 1 else {
+            throw GameNotWritten(id: game.id, changes: db.changesCount)
+        }
+    }
+
+    /// Idempotent: a player already queued keeps their place, unless they
+    /// go back to the head.
+    private static func enqueue(_ db: Database, machine: String, entry: QueueEntry, atHead: Bool, at: Date) throws {
+        let edge = atHead ? "MIN(ord) - 1" : "MAX(ord) + 1"
+        let verb = atHead ? "INSERT OR REPLACE" : "INSERT OR IGNORE"
+        try db.execute(
+            sql: """
+                \(verb) INTO queue_entries (machine, accid, nick, provider, ord, joined_at)
                 VALUES (?, ?, ?, ?, (SELECT COALESCE(\(edge), 0) FROM queue_entries WHERE machine = ?), ?)
                 """,
             arguments: [machine, entry.accid, entry.nick, entry.provider, machine, Timestamp.string(at)])
     }
+
+    /// Replaces what storage holds for one machine with `image`.
+    private static func rewrite(_ image: DurableMachine, _ db: Database) throws {
+        try db.execute(sql: "DELETE FROM queue_entries WHERE machine = ?", arguments: [image.machine])
+        let now = Timestamp.string(Date())
+        for (index, entry) in image.queue.enumerated() {
+            try db.execute(
+                sql: "INSERT INTO queue_entries (machine, accid, nick, provider, ord, joined_at) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [image.machine, entry.accid, entry.nick, entry.provider, index, now])
+        }
+        try apply(.meta(machine: image.machine, snapshotSeq: image.snapshotSeq, paused: image.paused), db)
+        if let game = image.openGame { try upsert(game, db) }
+    }
+
+    private struct GameNotWritten: Error, CustomStringConvertible {
+        var id: String
+        var changes: Int
+        var description: String { "game \(id): the upsert changed \(changes) rows instead of 1" }
+    }
 }
 
-/// One write of a machine transition.
+/// The device and inode of a file, or nil when there is no file.
+struct FileIdentity: Equatable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+}
+
+/// One durable write decided by a machine's transition.
 enum StoreChange: Sendable, Equatable {
-    case enqueue(QueueEntry, atHead: Bool, at: Date)
-    case dequeue(accid: String)
-    /// The head of the queue was offered the turn: out of the queue, into a game record.
-    case openGame(id: String, QueueEntry, offeredAt: Date)
-    case startGame(id: String, at: Date)
-    case closeGame(id: String, GameOutcome, at: Date, commands: Int)
-    case meta(snapshotSeq: Int64, paused: Bool)
+    case enqueue(machine: String, QueueEntry, atHead: Bool, at: Date)
+    case dequeue(machine: String, accid: String)
+    /// The whole record of a game as it stands now.
+    case game(GameRow)
+    case meta(machine: String, snapshotSeq: Int64, paused: Bool)
+}
+
+/// A game's record as it is written.
+struct GameRow: Sendable, Equatable {
+    var id: String
+    var machine: String
+    var player: String
+    var nick: String
+    var provider: String
+    var offeredAt: Date
+    var startedAt: Date?
+    var endedAt: Date?
+    var outcome: GameOutcome?
+    var commands: Int
 }
 
 /// What ``GameStore/restore(machine:now:)`` read back.

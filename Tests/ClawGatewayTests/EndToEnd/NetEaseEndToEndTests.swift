@@ -21,7 +21,7 @@ extension HeavySuites {
                 try await pc.waitFor("claw/m1/camera") { $0.hasPrefix(#"{"command":3,"data":"2""#) }
                 try await site.copy(from: "alice", #"{"command":2,"serial":3}"#)
                 try await eventually("the result to reach alice through the server API") {
-                    site.netease.attachments(to: "alice").contains(#"{"command":4,"data":"true"}"#)
+                    site.netease.attachments(to: "alice").contains(#"{"command":4,"data":"true","session":"\#(session)"}"#)
                 }
                 let replies = site.netease.sent.items.filter { $0.to == "alice" }
                 #expect(replies.allSatisfy { $0.headerProblem == nil }, "every call is signed the way NetEase checks")

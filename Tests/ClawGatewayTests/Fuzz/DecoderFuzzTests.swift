@@ -76,21 +76,23 @@ extension HeavySuites {
             #expect(outcomes.count >= 4, "the fuzzer reached most outcomes: \(outcomes)")
         }
 
-        @Test func wholeIngressThroughTheArcade() throws {
-            let game = try GameHarness()
-            game.join("alice")
-            game.send("alice", #"{"command":12,"data":"s1"}"#)
+        @Test func wholeIngressThroughTheArcade() async throws {
+            let game = try await GameHarness.online()
+            await game.join("alice")
+            await game.send("alice", #"{"command":12,"data":"s1"}"#)
             var mutator = Mutator(seed: FuzzBudget.seed ^ 0xA11CE)
             let budget = FuzzBudget.inputs / 10
             for _ in 0..<budget {
                 let attach = mutator.input(from: Self.wireSeeds)
                 let player = ["alice", "bob", "", "x\u{1}"][mutator.below(4)]
-                let outcome = game.arcade.handle(PlayerNotification(from: player, to: "m1", attach: attach, provider: "fuzz"))
+                let (outcome, _) = game.arcade.handleNow(PlayerNotification(from: player, to: "m1", attach: attach, provider: "fuzz"))
                 if case .rejected(let error) = outcome, error.message.isEmpty { Issue.record("a refusal without a message") }
                 game.publisher.publications.removeAll()
                 game.players.replies.removeAll()
             }
+            await game.settle()
             #expect([.playing, .awaitingResult, .offered, .idle].contains(game.status))
+            await game.stop()
         }
     }
 }

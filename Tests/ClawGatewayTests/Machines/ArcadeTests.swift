@@ -17,50 +17,57 @@ import Testing
         (#"{"command":4,"data":"true"}"#, .unknownCommand),
         (#"{"command":77}"#, .unknownCommand),
     ])
-    func badPayloadsAreRefusedWithTheirSerial(json: String, code: ErrorCode) throws {
-        let game = try GameHarness()
-        #expect(game.send("alice", json).rejectedCode == code)
+    func badPayloadsAreRefusedWithTheirSerial(json: String, code: ErrorCode) async throws {
+        let game = try await GameHarness.online()
+        #expect(await game.send("alice", json).rejectedCode == code)
         #expect(game.lastError(of: "alice") == code.rawValue)
         #expect(game.events(.dropped).last?.reason == code.rawValue)
+        await game.stop()
     }
 
-    @Test func theErrorReplyCarriesTheSerialWhenThereIsOne() throws {
-        let game = try GameHarness()
-        game.send("alice", #"{"command":1,"data":"sideways","serial":12}"#)
+    @Test func theErrorReplyCarriesTheSerialWhenThereIsOne() async throws {
+        let game = try await GameHarness.online()
+        await game.send("alice", #"{"command":1,"data":"sideways","serial":12}"#)
         let reply = try #require(game.players.to("alice").last)
         #expect(reply.code == .error)
         #expect(reply.serial == 12)
         #expect(reply.message?.isEmpty == false)
+        await game.stop()
     }
 
-    @Test func anUnknownMachineIsRefusedWithoutAReply() throws {
-        let game = try GameHarness()
-        #expect(game.send("alice", #"{"command":6}"#, to: "m9").rejectedCode == .unknownMachine)
-        #expect(game.send("alice", "garbage", to: "m9").rejectedCode == .invalidPayload, "a bad payload comes first")
+    @Test func anUnknownMachineIsRefusedWithoutAReply() async throws {
+        let game = try await GameHarness.online()
+        #expect(await game.send("alice", #"{"command":6}"#, to: "m9").rejectedCode == .unknownMachine)
+        #expect(await game.send("alice", "garbage", to: "m9").rejectedCode == .invalidPayload, "a bad payload comes first")
         #expect(game.players.replies.items.isEmpty)
+        await game.stop()
     }
 
-    @Test func machinesAreFoundByIdOrIMAccount() throws {
-        let game = try GameHarness()
-        #expect(game.send("alice", #"{"command":6}"#, to: "claw_m1") == .offered(session: "s1"))
-        #expect(game.send("bob", #"{"command":6}"#, to: "m1") == .queued(position: 1, length: 1))
+    @Test func machinesAreFoundByIdOrIMAccount() async throws {
+        let game = try await GameHarness.online()
+        #expect(await game.send("alice", #"{"command":6}"#, to: "claw_m1") == .offered(session: "s1"))
+        #expect(await game.send("bob", #"{"command":6}"#, to: "m1") == .queued(position: 1, length: 1))
+        await game.stop()
     }
 
     @Test(arguments: ["", String(repeating: "x", count: 129), "bad\u{7}id"])
-    func badSenderAccountsAreRefused(account: String) throws {
-        let game = try GameHarness()
-        #expect(game.send(account, #"{"command":6}"#).rejectedCode == .invalidPayload)
+    func badSenderAccountsAreRefused(account: String) async throws {
+        let game = try await GameHarness.online()
+        #expect(await game.send(account, #"{"command":6}"#).rejectedCode == .invalidPayload)
         #expect(game.snapshot.player == nil)
+        await game.stop()
     }
 
-    @Test func messagesOnMachineTopicsAreRouted() throws {
-        let game = try GameHarness(online: false)
+    @Test func messagesOnMachineTopicsAreRouted() async throws {
+        let game = try GameHarness()
         game.arcade.route(MQTTMessage(topic: "claw/m1/state", payload: Array("online\n".utf8), retain: true))
         #expect(game.status == .idle)
         game.arcade.route(MQTTMessage(topic: "claw/m1/state", payload: Array("maybe".utf8), retain: true))
         game.arcade.route(MQTTMessage(topic: "claw/m1/result", payload: Array("{oops".utf8), retain: false))
         game.arcade.route(MQTTMessage(topic: "claw/m1/ack", payload: Array(#"{"command":4}"#.utf8), retain: false))
         game.arcade.route(MQTTMessage(topic: "claw/m7/state", payload: Array("offline".utf8), retain: true))
+        await game.settle()
         #expect(game.status == .idle, "bad PC messages are logged and ignored")
+        await game.stop()
     }
 }

@@ -34,20 +34,23 @@ final class RecordingPublisher: MachinePublisher {
 /// Replies to players, recorded.
 final class RecordingPlayers: PlayerChannel {
     struct Reply: Sendable {
-        var player: String
+        var reply: PlayerReply
         var machine: String
-        var message: WireMessage
+        var player: String { reply.to.accid }
+        var message: WireMessage { reply.message }
     }
 
     let replies = Recorder<Reply>()
-    let providers = Mutex<[String: String]>([:])
+    /// Runs as each reply is handed over, before it is recorded.
+    private let onSend: @Sendable (PlayerReply) -> Void
 
-    func send(_ message: WireMessage, to player: String, from machine: MachineConfig) {
-        replies.append(Reply(player: player, machine: machine.id, message: message))
+    init(onSend: @escaping @Sendable (PlayerReply) -> Void = { _ in }) {
+        self.onSend = onSend
     }
 
-    func remember(player: String, provider: String) {
-        providers.withLock { $0[player] = provider }
+    func send(_ reply: PlayerReply, from machine: MachineConfig) {
+        onSend(reply)
+        replies.append(Reply(reply: reply, machine: machine.id))
     }
 
     func to(_ player: String) -> [WireMessage] {
@@ -55,14 +58,20 @@ final class RecordingPlayers: PlayerChannel {
     }
 }
 
-/// One machine's game on a test clock, a recording publisher and player
-/// channel, and a real SQLite file; the machine is `m1` with cameras 1 and 2.
+/// One machine's game as the daemon runs it, but on a test clock: the
+/// machine, its lock and outbox, the storage writer's thread and a real
+/// SQLite file, with a recording publisher and player channel. The machine
+/// is `m1` with cameras 1 and 2.
+///
+/// Every call returns once what it caused is carried out: a request when its
+/// writes are durable and told, a machine message or a clock move once the
+/// writer has committed and the machine told (``settle()``). Nothing sleeps.
 final class GameHarness: Sendable {
     let clock = TestClock<Duration>()
     let publisher = RecordingPublisher()
-    let players = RecordingPlayers()
+    let players: RecordingPlayers
     let directory: URL
-    let store: GameStore
+    let writer: StorageWriter
     let settings: GameSettings
     let arcade: Arcade
     var machine: Machine { arcade.machines[0] }
@@ -70,17 +79,36 @@ final class GameHarness: Sendable {
 
     /// - Parameter sessions: the prefix of session ids (`s1`, `s2`, …); a
     ///   harness restarting on another's directory needs its own.
-    init(settings: GameSettings = GameSettings(), online: Bool = true, directory: URL? = nil, sessions prefix: String = "s") throws {
+    /// - Parameter startWriter: false leaves every write pending until
+    ///   ``writer`` is started by hand, to see what waits for durability.
+    init(
+        settings: GameSettings = GameSettings(), directory: URL? = nil, sessions prefix: String = "s", startWriter: Bool = true,
+        players: RecordingPlayers = RecordingPlayers()
+    ) throws {
         self.directory = try directory ?? TemporaryDirectory.make(prefix: "game")
+        self.players = players
         self.settings = settings
-        store = try GameStore(path: self.directory.appendingPathComponent("gateway.sqlite").path)
-        let sessions = Atomic<Int>(0)
+        let store = try GameStore(path: Self.databasePath(in: self.directory))
+        writer = StorageWriter(store: store, logger: Logger(label: "test"))
         let environment = MachineEnvironment(
-            clock: .following(clock, from: Self.epoch), publisher: publisher, players: players, store: store,
-            logger: Logger(label: "test"),
-            newSessionID: { "\(prefix)\(sessions.add(1, ordering: .relaxed).newValue)" })
+            clock: .following(clock, from: Self.epoch), publisher: publisher, players: players, writer: writer,
+            deadlines: Deadlines(), logger: Logger(label: "test"), sessionPrefix: prefix)
         arcade = try Arcade(config: Self.config(settings: settings), environment: environment)
-        if online { presence(.online) }
+        if startWriter { writer.start(arcade.storageMachines) }
+    }
+
+    /// A harness whose PC has said `online`.
+    static func online(
+        settings: GameSettings = GameSettings(), directory: URL? = nil, sessions: String = "s",
+        players: RecordingPlayers = RecordingPlayers()
+    ) async throws -> GameHarness {
+        let game = try GameHarness(settings: settings, directory: directory, sessions: sessions, players: players)
+        await game.presence(.online)
+        return game
+    }
+
+    static func databasePath(in directory: URL) -> String {
+        directory.appendingPathComponent("gateway.sqlite").path
     }
 
     static func config(settings: GameSettings) -> GatewayConfig {
@@ -100,47 +128,59 @@ final class GameHarness: Sendable {
             ])
     }
 
+    /// Stops the writer (committing what is queued) and closes the file.
+    func stop() async {
+        arcade.stop()
+        await writer.stop()
+    }
+
     // MARK: Driving
 
-    /// A player's notification with this wire JSON.
+    /// A player's notification with this wire JSON, answered as the ingress answers it.
     @discardableResult
-    func send(_ player: String, _ json: String, to machine: String = "m1") -> RequestOutcome {
-        arcade.handle(PlayerNotification(from: player, to: machine, attach: Array(json.utf8), provider: "test"))
+    func send(_ player: String, _ json: String, to machine: String = "m1") async -> RequestOutcome {
+        await arcade.handle(PlayerNotification(from: player, to: machine, attach: Array(json.utf8), provider: "test"))
     }
 
     @discardableResult
-    func join(_ player: String) -> RequestOutcome {
-        send(player, #"{"command":6,"data":"\#(player.capitalized)"}"#)
+    func join(_ player: String) async -> RequestOutcome {
+        await send(player, #"{"command":6,"data":"\#(player.capitalized)"}"#)
     }
 
     /// Joins and accepts the offer: the player is playing.
-    func play(_ player: String) throws {
-        join(player)
+    func play(_ player: String) async throws {
+        await join(player)
         let session = try #require(offer(to: player))
-        #expect(send(player, #"{"command":12,"data":"\#(session)"}"#) == .accepted(session: session))
+        #expect(await send(player, #"{"command":12,"data":"\#(session)"}"#) == .accepted(session: session))
     }
 
-    func presence(_ presence: Presence) {
+    func presence(_ presence: Presence) async {
         arcade.route(MQTTMessage(topic: "claw/m1/state", payload: Array(presence.rawValue.utf8), retain: true))
+        await settle()
     }
 
-    func ack(_ serial: Int64, data: String = "ok") {
+    func ack(_ serial: Int64, data: String = "ok") async {
         arcade.route(MQTTMessage(topic: "claw/m1/ack", payload: Array(#"{"command":5,"data":"\#(data)","serial":\#(serial)}"#.utf8), retain: false))
+        await settle()
     }
 
-    func result(_ won: Bool) {
-        arcade.route(MQTTMessage(topic: "claw/m1/result", payload: Array(#"{"command":4,"data":"\#(won)"}"#.utf8), retain: false))
+    func result(_ won: Bool, session: String? = nil, retained: Bool = false) async {
+        let message = WireMessage(.result, data: String(won), session: session)
+        arcade.route(MQTTMessage(topic: "claw/m1/result", payload: message.encoded(), retain: retained))
+        await settle()
     }
 
-    /// Advances the test clock and waits until the timers it woke have run.
+    /// Moves the test clock and lets what is due happen, as the arcade's
+    /// deadlines would when they wake.
     func advance(by duration: Duration) async {
         await clock.advance(by: duration)
-        await settleTasks()
+        arcade.fireDueDeadlines()
+        await settle()
     }
 
-    /// Lets woken timer tasks run to completion.
-    func settleTasks() async {
-        for _ in 0..<200 { await Task.yield() }
+    /// Returns once everything written so far is durable and told.
+    func settle() async {
+        await writer.flush()
     }
 
     // MARK: Reading
@@ -181,6 +221,13 @@ final class GameHarness: Sendable {
     }
 
     func games() throws -> [GameRecord] {
-        try store.games(machine: "m1", limit: 100, offset: 0)
+        try writer.store.gamesNow(machine: "m1", limit: 100, offset: 0)
+    }
+}
+
+extension RequestOutcome {
+    var rejectedCode: ErrorCode? {
+        if case .rejected(let error) = self { return error.code }
+        return nil
     }
 }

@@ -61,6 +61,7 @@ final class Recorder<Item: Sendable>: Sendable {
     private let storage = Mutex<[Item]>([])
 
     func append(_ item: Item) { storage.withLock { $0.append(item) } }
+    func append(contentsOf items: [Item]) { storage.withLock { $0 += items } }
     func removeAll() { storage.withLock { $0.removeAll() } }
     var items: [Item] { storage.withLock { $0 } }
 }

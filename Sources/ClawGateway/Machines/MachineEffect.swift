@@ -1,0 +1,74 @@
+import Protocol
+
+/// What a transition of a machine's game decided should happen outside it.
+///
+/// Transitions (``MachineState``) do no I/O: they return these, and the
+/// machine (``Machine``) carries them out after its lock is released, in the
+/// order they were decided. Commands to the PC go out at once; everything
+/// that tells a player or an operator something waits until the transition's
+/// writes (``Step/writes``) are durable.
+enum MachineEffect: Sendable {
+    /// A command to the machine's PC (`control`) or camera switch (`camera`):
+    /// QoS 0, never retained, never queued for later.
+    case command(WireMessage, camera: Bool)
+    /// One event on `claw/<m>/events`.
+    case event(GameEvent)
+    /// The retained snapshot on `claw/<m>/queue`.
+    case snapshot(QueueSnapshot)
+    /// A reply to a player through their IM provider.
+    case reply(PlayerReply)
+
+    /// Whether the effect tells someone something, and so waits for durability.
+    var tells: Bool {
+        if case .command = self { return false }
+        return true
+    }
+}
+
+/// A player as replies reach them: the account and the IM provider that
+/// delivered their notification to this machine.
+struct PlayerAddress: Sendable, Equatable, Hashable {
+    var accid: String
+    var provider: String
+}
+
+/// A reply on its way to a player.
+struct PlayerReply: Sendable, Equatable {
+    enum Priority: Int, Sendable, Comparable {
+        /// Refusals (command 9) and relayed acks: useful, but never ahead of a turn.
+        case normal = 0
+        /// Turn offers (11), results (4) and queue positions (8): a player
+        /// waits on these to play.
+        case high = 1
+
+        static func < (a: Priority, b: Priority) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    var to: PlayerAddress
+    var message: WireMessage
+    var priority: Priority
+    /// On the game clock: past this, the reply is worthless (an offer after
+    /// its accept deadline) and is dropped rather than sent.
+    var expires: Duration?
+}
+
+/// The result of one transition: what it answers, and what must happen
+/// because of it.
+struct Step<Outcome: Sendable>: Sendable {
+    var outcome: Outcome
+    /// In the order they were decided.
+    var effects: [MachineEffect]
+    /// Written to storage in one transaction, before any telling effect runs.
+    var writes: [StoreChange]
+}
+
+/// The inputs of a transition besides the request itself.
+struct TransitionContext: Sendable {
+    var now: Moment
+    /// Whether commands can reach the broker right now: a command is refused
+    /// with `gateway_unavailable` rather than lost when it cannot.
+    var brokerConnected = true
+    /// Whether storage takes writes: queue changes are refused with
+    /// `gateway_unavailable` while it does not.
+    var storageWritable = true
+}

@@ -1,0 +1,291 @@
+import Protocol
+
+/// What became of a player's request, for the ingress to answer with.
+enum RequestOutcome: Sendable, Equatable {
+    /// A command went to the machine with this gateway serial.
+    case forwarded(serial: Int64)
+    /// The player is in the queue at `position` (1-based) of `length`.
+    case queued(position: Int, length: Int)
+    /// The player joined a free machine and was offered the turn at once (11).
+    case offered(session: String)
+    /// The game started.
+    case accepted(session: String)
+    case declined
+    case left
+    /// Nothing to do, e.g. an accept repeated by a duplicated IM copy.
+    case ignored(String)
+    /// Refused; the player was sent command 9 with this code.
+    case rejected(WireError)
+}
+
+/// Players' requests (SPEC §2, §3): joining and leaving the queue, taking or
+/// declining a turn, steering the claw.
+extension MachineState {
+    /// A player's request, already decoded and checked against the machine's
+    /// cameras. A refusal is answered to the player (command 9) and counted as
+    /// a `dropped` event.
+    mutating func handle(_ request: PlayerRequest, from player: PlayerAddress, _ context: TransitionContext) -> Step<RequestOutcome> {
+        var fx = Effects(context)
+        let outcome: RequestOutcome
+        do throws(WireError) {
+            switch request.command {
+            case .join(let nick):
+                outcome = try join(player, nick: nick, &fx)
+            case .leave:
+                outcome = try leave(player.accid, &fx)
+            case .accept(let session):
+                outcome = try accept(player.accid, session: session, &fx)
+            case .decline(let session):
+                outcome = try decline(player.accid, session: session, &fx)
+            case .move, .grab, .camera:
+                // A control command without a serial is refused while decoding.
+                outcome = try control(request.command, serial: request.serial ?? 0, from: player.accid, &fx)
+            }
+        } catch {
+            drop(player, command: request.command.code, serial: request.serial, error, &fx)
+            outcome = .rejected(error)
+        }
+        return finish(outcome, &fx)
+    }
+
+    /// Answers a notification refused before it reached the game (a bad
+    /// payload for this machine) the way the game refuses requests.
+    mutating func refuse(
+        _ player: PlayerAddress, command: CommandCode?, serial: Int64?, _ error: WireError, _ context: TransitionContext
+    ) -> Step<Void> {
+        var fx = Effects(context)
+        drop(player, command: command, serial: serial, error, &fx)
+        return finish((), &fx)
+    }
+
+    private mutating func drop(_ player: PlayerAddress, command: CommandCode?, serial: Int64?, _ error: WireError, _ fx: inout Effects) {
+        reply(player, error: error, serial: serial, &fx)
+        emit(.dropped, &fx) {
+            $0.player = player.accid
+            $0.command = command?.description
+            $0.playerSerial = serial
+            $0.reason = error.code.rawValue
+        }
+    }
+
+    // MARK: Queue
+
+    private mutating func join(_ player: PlayerAddress, nick: String?, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
+        if phase.turn?.player.accid == player.accid || waiting.contains(where: { $0.accid == player.accid }) {
+            throw WireError(.alreadyQueued, "You are already in the queue of \(machine.name).")
+        }
+        guard waiting.count < settings.maxQueue else {
+            throw WireError(.queueFull, "The queue of \(machine.name) is full (\(settings.maxQueue) players); try again later.")
+        }
+        try requireStorage(fx)
+        let entry = QueueEntry(accid: player.accid, nick: nick ?? player.accid, provider: player.provider)
+        waiting.append(entry)
+        let position = waiting.count
+        fx.writes.append(.enqueue(machine: id, entry, atHead: false, at: fx.now.wall))
+        fx.queueMoved(from: position - 1)
+        emit(.joined, &fx) {
+            $0.player = entry.accid
+            $0.nick = entry.nick
+            $0.position = position
+        }
+        offerNextTurn(&fx)
+        if case .offered(let turn) = phase, turn.player.accid == player.accid {
+            return .offered(session: turn.session)
+        }
+        return .queued(position: position, length: waiting.count)
+    }
+
+    private mutating func leave(_ player: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
+        if let turn = phase.turn, turn.player.accid == player {
+            try requireStorage(fx)
+            emit(.left, &fx) {
+                $0.player = player
+                $0.session = turn.session
+            }
+            switch phase {
+            case .offered:
+                endTurn(.left, &fx)
+            case .playing:
+                // The coin is spent: drop the claw now and let the game end with its result.
+                dropClaw(&fx)
+            case .awaitingResult, .idle:
+                break
+            }
+            return .left
+        }
+        guard let index = waiting.firstIndex(where: { $0.accid == player }) else {
+            throw WireError(.notInQueue, "You are not in the queue of \(machine.name).")
+        }
+        try requireStorage(fx)
+        waiting.remove(at: index)
+        fx.writes.append(.dequeue(machine: id, accid: player))
+        fx.queueMoved(from: index)
+        emit(.left, &fx) { $0.player = player }
+        return .left
+    }
+
+    // MARK: Turn
+
+    private mutating func accept(_ player: String, session: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
+        try checkTurn(of: player, session: session)
+        guard case .offered = phase else { return .ignored("the game has already started") }
+        guard fx.context.brokerConnected else {
+            throw WireError(.gatewayUnavailable, "The gateway cannot reach \(machine.name) right now; accept again in a moment.")
+        }
+        try requireStorage(fx)
+        let serial = takeSerial()
+        let now = fx.now
+        fx.list.append(
+            .command(
+                WireMessage(.addCoins, data: String(settings.coinsPerGame), serial: serial, session: session, player: player),
+                camera: false))
+        acks.insert(PendingAck(sentAt: now.uptime, command: .addCoins), serial: serial)
+        guard case .offered(var turn) = phase else { return .ignored("the game has already started") }
+        turn.startedAt = now.wall
+        turn.deadline = now.uptime + settings.playTimeout
+        phase = .playing(turn)
+        fx.writes.append(.game(record(turn, endedAt: nil, outcome: nil)))
+        fx.snapshotChanged = true
+        emit(.accepted, &fx) {
+            $0.player = player
+            $0.session = session
+            $0.serial = serial
+        }
+        reply(turn.player.address, WireMessage(.queuePosition, data: "0", length: waiting.count), .high, &fx)
+        return .accepted(session: session)
+    }
+
+    private mutating func decline(_ player: String, session: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
+        try checkTurn(of: player, session: session)
+        guard case .offered = phase else {
+            throw WireError(.notYourTurn, "Your game has started and can no longer be declined; leave (7) to end it.")
+        }
+        try requireStorage(fx)
+        emit(.declined, &fx) {
+            $0.player = player
+            $0.session = session
+        }
+        endTurn(.declined, &fx)
+        return .declined
+    }
+
+    /// Throws the error that says why `player` does not hold the turn `session`.
+    private func checkTurn(of player: String, session: String) throws(WireError) {
+        guard online else { throw offlineError }
+        guard let turn = phase.turn, turn.player.accid == player else {
+            if waiting.contains(where: { $0.accid == player }) {
+                throw WireError(.notYourTurn, "It is not your turn yet; wait for a turn offer (11).")
+            }
+            throw WireError(.notInQueue, "You are not in the queue of \(machine.name); join it (6) first.")
+        }
+        guard turn.session == session else {
+            throw WireError(.sessionMismatch, "Session \"\(session)\" is not the turn you were offered; use the id from command 11.")
+        }
+    }
+
+    // MARK: Play
+
+    private mutating func control(
+        _ command: PlayerCommand, serial playerSerial: Int64, from player: String, _ fx: inout Effects
+    ) throws(WireError) -> RequestOutcome {
+        try checkControl(command, serial: playerSerial, from: player)
+        let now = fx.now.uptime
+        guard modifyTurn({ $0.bucket.take(now: now) }) == true else {
+            throw WireError(.rateLimited, "At most \(settings.maxCommandsPerSecond) commands a second; slow down.")
+        }
+        guard fx.context.brokerConnected else {
+            throw WireError(.gatewayUnavailable, "The gateway cannot reach \(machine.name) right now; your command was dropped.")
+        }
+        let serial = takeSerial()
+        let session = phase.turn?.session ?? ""
+        let message: WireMessage
+        switch command {
+        case .move(let direction):
+            message = WireMessage(.move, data: direction.rawValue, serial: serial, session: session, player: player)
+        case .camera(let camera):
+            message = WireMessage(.camera, data: camera, serial: serial, session: session, player: player)
+        default:
+            message = WireMessage(.grab, serial: serial, session: session, player: player)
+        }
+        fx.list.append(.command(message, camera: command.code == .camera))
+        let address = modifyTurn { turn in
+            turn.serials.insert(playerSerial)
+            turn.commands += 1
+            return turn.player.address
+        }
+        acks.insert(PendingAck(sentAt: now, command: command.code, player: address, playerSerial: playerSerial), serial: serial)
+        emit(.command, &fx) {
+            $0.player = player
+            $0.session = session
+            $0.command = command.code.description
+            $0.data = message.data
+            $0.serial = serial
+            $0.playerSerial = playerSerial
+        }
+        if command == .grab {
+            toAwaitingResult(&fx)
+            emit(.grab, &fx) {
+                $0.player = player
+                $0.session = session
+                $0.serial = serial
+            }
+        }
+        return .forwarded(serial: serial)
+    }
+
+    /// Throws the error that says why `player` may not send `command` now.
+    /// Reads the turn without holding on to it, so that the caller can then
+    /// change it in place.
+    private func checkControl(_ command: PlayerCommand, serial: Int64, from player: String) throws(WireError) {
+        guard online else { throw offlineError }
+        guard let turn = phase.turn, turn.player.accid == player else {
+            throw WireError(.notYourTurn, "Someone else is playing \(machine.name); join the queue (6) to get a turn.")
+        }
+        switch (phase, command) {
+        case (.offered, _):
+            throw WireError(.notYourTurn, "Accept the turn (12 with the session id) before playing.")
+        case (.awaitingResult, .move), (.awaitingResult, .grab):
+            throw WireError(.notYourTurn, "The claw has dropped; wait for the result.")
+        default:
+            break
+        }
+        guard !turn.serials.contains(serial) else {
+            throw WireError(.duplicateSerial, "Serial \(serial) was already used in this game; send each command with a new serial.")
+        }
+    }
+
+    /// The gateway drops the claw itself: the play timer ran out or the player left.
+    mutating func dropClaw(_ fx: inout Effects) {
+        guard case .playing(let turn) = phase else { return }
+        let serial = takeSerial()
+        fx.list.append(
+            .command(WireMessage(.grab, serial: serial, session: turn.session, player: turn.player.accid), camera: false))
+        acks.insert(PendingAck(sentAt: fx.now.uptime, command: .grab), serial: serial)
+        modifyTurn { $0.commands += 1 }
+        toAwaitingResult(&fx)
+        emit(.autoGrab, &fx) {
+            $0.player = turn.player.accid
+            $0.session = turn.session
+            $0.serial = serial
+        }
+    }
+
+    /// Playing → awaiting the result, with the result timer.
+    private mutating func toAwaitingResult(_ fx: inout Effects) {
+        guard case .playing(var turn) = phase else { return }
+        phase = .idle
+        turn.deadline = fx.now.uptime + settings.resultTimeout
+        phase = .awaitingResult(turn)
+        fx.snapshotChanged = true
+    }
+
+    private func requireStorage(_ fx: Effects) throws(WireError) {
+        guard fx.context.storageWritable else {
+            throw WireError(.gatewayUnavailable, "The gateway cannot save queue changes right now; try again in a minute.")
+        }
+    }
+
+    var offlineError: WireError {
+        WireError(.machineOffline, "\(machine.name) is offline; your request was dropped. Try again when it is back.")
+    }
+}

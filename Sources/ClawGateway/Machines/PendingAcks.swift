@@ -1,0 +1,55 @@
+import Protocol
+
+/// A message published to the machine whose ack has not come yet.
+struct PendingAck: Sendable, Equatable {
+    var sentAt: Duration
+    var command: CommandCode
+    /// The player whose command it was, and that command's serial; nil for
+    /// what the gateway sent on its own (coins, the play timer's grab).
+    var player: PlayerAddress?
+    var playerSerial: Int64?
+}
+
+/// The pending acks of a machine, by gateway serial.
+///
+/// Serials are handed out in increasing order and every ack has the same
+/// timeout, so the oldest pending ack is the one with the lowest serial:
+/// `floor` walks up past serials already settled, O(1) amortised.
+struct PendingAcks: Sendable {
+    private var bySerial: [Int64: PendingAck] = [:]
+    private var floor: Int64
+
+    init(floor: Int64) {
+        self.floor = floor
+    }
+
+    var isEmpty: Bool { bySerial.isEmpty }
+    var count: Int { bySerial.count }
+
+    mutating func insert(_ ack: PendingAck, serial: Int64) {
+        bySerial[serial] = ack
+        floor = min(floor, serial)
+    }
+
+    mutating func remove(_ serial: Int64) -> PendingAck? {
+        bySerial.removeValue(forKey: serial)
+    }
+
+    /// The oldest pending ack.
+    mutating func oldest() -> (serial: Int64, ack: PendingAck)? {
+        guard !bySerial.isEmpty else { return nil }
+        while true {
+            if let ack = bySerial[floor] { return (floor, ack) }
+            floor += 1
+        }
+    }
+
+    /// When the oldest pending ack times out; nil when none is pending.
+    mutating func nextDue(after timeout: Duration) -> Duration? {
+        oldest().map { $0.ack.sentAt + timeout }
+    }
+
+    mutating func removeAll() {
+        bySerial.removeAll()
+    }
+}

@@ -1,0 +1,178 @@
+import Foundation
+import Protocol
+import Testing
+
+@testable import ClawGateway
+
+/// A machine as the daemon runs it: transitions under its lock, effects
+/// carried out after it in order, storage through the writer's thread into a
+/// real SQLite file. The transitions themselves are tested in
+/// MachineStateTests; here, how their effects reach the world.
+@Suite struct MachineTests {
+    @Test func whatAPlayerIsToldIsDurableBeforeTheyAreTold() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "game")
+        // A second connection to the file, read at the moment each reply is handed over.
+        let reader = try GameStore(path: GameHarness.databasePath(in: directory))
+        let seen = Recorder<String>()
+        let players = RecordingPlayers { reply in
+            let games = (try? reader.gamesNow(machine: "m1", limit: 10, offset: 0)) ?? []
+            let queued = (try? reader.queuedNow(machine: "m1")) ?? []
+            switch reply.message.code {
+            case .turnOffer:
+                seen.append("offer \(reply.message.data ?? ""): record \(games.contains { $0.id == reply.message.data })")
+            case .queuePosition where reply.message.data != "0":
+                seen.append("position of \(reply.to.accid): queued \(queued.contains(reply.to.accid))")
+            case .result:
+                seen.append("result: recorded \(games.contains { $0.outcome != nil && $0.player == reply.to.accid })")
+            default:
+                break
+            }
+        }
+        let game = try await GameHarness.online(directory: directory, players: players)
+        #expect(await game.join("alice") == .offered(session: "s1"))
+        #expect(await game.join("bob") == .queued(position: 1, length: 1))
+        await game.send("alice", #"{"command":12,"data":"s1"}"#)
+        await game.send("alice", #"{"command":2,"serial":1}"#)
+        await game.result(true)
+        #expect(seen.items == ["offer s1: record true", "position of bob: queued true", "result: recorded true", "offer s2: record true"])
+        await game.stop()
+    }
+
+    @Test func tellingWaitsForTheDiskButCommandsToThePCDoNot() async throws {
+        // The writer is not started: every write stays pending.
+        let game = try GameHarness(startWriter: false)
+        game.arcade.route(MQTTMessage(topic: "claw/m1/state", payload: Array("online".utf8), retain: true))
+        let join = game.arcade.handleNow(PlayerNotification(from: "alice", to: "m1", attach: Array(#"{"command":6}"#.utf8), provider: "test"))
+        #expect(join.0 == .offered(session: "s1"))
+        #expect(join.1 != nil)
+        #expect(game.players.replies.items.isEmpty, "the offer waits for its write")
+        #expect(game.published(on: .queue).isEmpty)
+        let accept = game.arcade.handleNow(PlayerNotification(from: "alice", to: "m1", attach: Array(#"{"command":12,"data":"s1"}"#.utf8), provider: "test"))
+        #expect(accept.0 == .accepted(session: "s1"))
+        let move = game.arcade.handleNow(PlayerNotification(from: "alice", to: "m1", attach: Array(#"{"command":1,"data":"up","serial":1}"#.utf8), provider: "test"))
+        guard case .forwarded = move.0 else {
+            Issue.record("the move was not forwarded: \(move.0)")
+            return
+        }
+        #expect(move.1 == nil, "a move writes nothing")
+        #expect(game.commands.map(\.code) == [.addCoins, .move], "commands went out at once, in order")
+        #expect(game.events.isEmpty, "events keep their order behind the pending writes")
+
+        game.writer.start(game.arcade.storageMachines)
+        await game.settle()
+        #expect(game.events.map(\.type) == [.online, .joined, .offered, .accepted, .command])
+        #expect(game.events.map(\.seq) == Array(1...5))
+        #expect(game.offer(to: "alice") == "s1")
+        #expect(try game.games().first?.startedAt != nil)
+        await game.stop()
+    }
+
+    @Test func snapshotsAreRetainedAtLeastOnceWithIncreasingSeqAndCommandsAreNot() async throws {
+        let game = try await GameHarness.online()
+        try await game.play("alice")
+        await game.join("bob")
+        let snapshots = game.published(on: .queue)
+        #expect(snapshots.allSatisfy { $0.retain && $0.qos == .atLeastOnce })
+        let seqs = snapshots.compactMap { try? JSONDecoder().decode(QueueSnapshot.self, from: Data($0.payload)).seq }
+        #expect(seqs == Array(1...Int64(seqs.count)))
+        #expect(game.lastSnapshot == game.snapshot)
+        #expect(game.published(on: .control).allSatisfy { $0.qos == .atMostOnce && !$0.retain })
+        #expect(game.published(on: .events).allSatisfy { $0.qos == .atMostOnce && !$0.retain })
+        await game.stop()
+    }
+
+    @Test func deadlinesFireFromTheArcadesClock() async throws {
+        let game = try await GameHarness.online()
+        await game.join("alice")
+        await game.join("bob")
+        await game.advance(by: .seconds(9))
+        #expect(game.snapshot.player?.accid == "alice")
+        await game.advance(by: .seconds(1))
+        #expect(game.snapshot.player?.accid == "bob")
+        #expect(try game.games().first { $0.player == "alice" }?.outcome == .expired)
+        #expect(game.offer(to: "bob") == "s2")
+        await game.stop()
+    }
+
+    @Test func retainedAcksAndResultsAreNeverActedOn() async throws {
+        let game = try await GameHarness.online()
+        try await game.play("alice")
+        await game.send("alice", #"{"command":2,"serial":1}"#)
+        await game.result(true, retained: true)
+        #expect(game.status == .awaitingResult, "a retained result is old news")
+        game.arcade.route(MQTTMessage(topic: "claw/m1/ack", payload: Array(#"{"command":5,"serial":1001}"#.utf8), retain: true))
+        await game.settle()
+        #expect(game.events(.ack).isEmpty)
+        await game.result(true)
+        #expect(game.status == .idle)
+        #expect(try game.games().first?.outcome == .won)
+        await game.stop()
+    }
+
+    @Test func aStaleResultIsAnEventAndTheCurrentGameGoesOn() async throws {
+        let game = try await GameHarness.online()
+        try await game.play("alice")
+        await game.join("bob")
+        await game.send("alice", #"{"command":2,"serial":1}"#)
+        await game.advance(by: .seconds(20))
+        let bob = try #require(game.offer(to: "bob"))
+        await game.send("bob", #"{"command":12,"data":"\#(bob)"}"#)
+        await game.result(true, session: "s1")
+        #expect(game.events(.staleResult).first?.session == "s1")
+        #expect(!game.players.to("bob").contains { $0.code == .result })
+        #expect(game.snapshot.player?.accid == "bob")
+        #expect(game.status == .playing)
+        await game.stop()
+    }
+}
+
+/// What survives a restart of the gateway: a new machine on the same file.
+@Suite struct MachineRestartTests {
+    @Test func queueOrderAndSeqAreRestored() async throws {
+        let first = try GameHarness()
+        for player in ["a", "b", "c", "d"] { await first.join(player) }
+        await first.send("b", #"{"command":7}"#)
+        let seq = first.snapshot.seq
+        await first.stop()
+        let second = try GameHarness(directory: first.directory)
+        #expect(second.snapshot.waiting.map(\.accid) == ["a", "c", "d"])
+        #expect(second.snapshot.seq == seq)
+        await second.join("e")
+        #expect(second.snapshot.seq > seq)
+        await second.stop()
+    }
+
+    @Test func anOpenOfferGoesBackToTheHeadAndAStartedGameIsClosed() async throws {
+        let first = try await GameHarness.online()
+        try await first.play("alice")
+        await first.join("bob")
+        await first.join("carol")
+        await first.send("alice", #"{"command":7}"#)  // claw dropped, result pending
+        await first.result(true)  // alice done: won; bob offered
+        await first.stop()
+        let second = try GameHarness(directory: first.directory, sessions: "t")
+        #expect(second.snapshot.waiting.map(\.accid) == ["bob", "carol"])
+        let games = try second.games()
+        #expect(games.first { $0.player == "alice" }?.outcome == .won)
+        #expect(!games.contains { $0.player == "bob" }, "the undone offer leaves no record")
+
+        await second.presence(.online)
+        let session = try #require(second.offer(to: "bob"))
+        await second.send("bob", #"{"command":12,"data":"\#(session)"}"#)
+        await second.stop()
+        let third = try GameHarness(directory: first.directory, sessions: "u")
+        #expect(try third.games().first { $0.player == "bob" }?.outcome == .noResult)
+        #expect(third.snapshot.waiting.map(\.accid) == ["carol"])
+        await third.stop()
+    }
+
+    @Test func pauseSurvivesARestart() async throws {
+        let first = try await GameHarness.online()
+        _ = first.machine.pause()
+        await first.settle()
+        await first.stop()
+        let second = try GameHarness(directory: first.directory)
+        #expect(second.snapshot.paused)
+        await second.stop()
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Protocol
+import Testing
+
+@testable import ClawGateway
+
+/// A machine's game as the plain value it is: transitions called directly,
+/// time moved by hand, no broker, no storage, no tasks. Machine `m1`
+/// (Pikachu) with cameras 1 and 2; sessions are `s1`, `s2`, …; gateway
+/// serials start at 1000.
+struct PureGame {
+    var state: MachineState
+    var now = Moment(uptime: .seconds(100), wall: Date(timeIntervalSince1970: 1_795_000_000))
+    var brokerConnected = true
+    var storageWritable = true
+
+    static let machine = MachineConfig(
+        id: "m1", name: "Pikachu", imAccount: "claw_m1", cameras: [CameraConfig(id: "1"), CameraConfig(id: "2")])
+
+    init(settings: GameSettings = GameSettings(), online: Bool = true, restored: RestoredMachine? = nil) {
+        state = MachineState(
+            machine: Self.machine, settings: settings,
+            restored: restored ?? RestoredMachine(queue: [], snapshotSeq: 0, paused: false, closedGames: [], requeuedOffers: []),
+            firstSerial: 1000, sessionPrefix: "s")
+        if online { presence(.online) }
+    }
+
+    var context: TransitionContext {
+        TransitionContext(now: now, brokerConnected: brokerConnected, storageWritable: storageWritable)
+    }
+
+    // MARK: Driving
+
+    /// A player's notification with this wire JSON, decoded as the arcade does.
+    @discardableResult
+    mutating func send(_ player: String, _ json: String, provider: String = "app") -> Step<RequestOutcome> {
+        let address = PlayerAddress(accid: player, provider: provider)
+        do throws(WireError) {
+            let request = try PlayerRequest(WireMessage.decode(Array(json.utf8)))
+            try request.validate(cameras: Self.machine.cameraIDs)
+            return state.handle(request, from: address, context)
+        } catch {
+            Issue.record("the test sent a request the arcade would refuse: \(error)")
+            return Step(outcome: .rejected(error), effects: [], writes: [])
+        }
+    }
+
+    @discardableResult
+    mutating func join(_ player: String) -> Step<RequestOutcome> {
+        send(player, #"{"command":6,"data":"\#(player.capitalized)"}"#)
+    }
+
+    /// Joins and accepts the offer: the player is playing. Returns the session.
+    @discardableResult
+    mutating func play(_ player: String) throws -> String {
+        let joined = join(player)
+        let session = try #require(joined.offer(to: player)?.data ?? state.phase.turn?.session)
+        #expect(send(player, #"{"command":12,"data":"\#(session)"}"#).outcome == .accepted(session: session))
+        return session
+    }
+
+    @discardableResult
+    mutating func move(_ player: String, _ direction: String = "left", serial: Int64) -> Step<RequestOutcome> {
+        send(player, #"{"command":1,"data":"\#(direction)","serial":\#(serial)}"#)
+    }
+
+    @discardableResult
+    mutating func presence(_ presence: Presence) -> Step<Void> {
+        state.presence(presence, context)
+    }
+
+    @discardableResult
+    mutating func result(_ won: Bool, session: String? = nil) -> Step<Void> {
+        state.result(won: won, data: String(won), session: session, context)
+    }
+
+    @discardableResult
+    mutating func ack(_ serial: Int64, data: String = "ok") -> Step<Void> {
+        state.ack(serial: serial, data: data, context)
+    }
+
+    /// Moves the clock and lets whatever is due happen, as the arcade's deadlines would.
+    @discardableResult
+    mutating func advance(by duration: Duration) -> Step<Void> {
+        now.uptime += duration
+        now.wall = now.wall.addingTimeInterval(duration.seconds)
+        return state.expire(context)
+    }
+
+    var status: MachineStatus { state.status }
+    var snapshot: QueueSnapshot { state.snapshot(at: now) }
+}
+
+extension Step {
+    var events: [GameEvent] {
+        effects.compactMap { if case .event(let event) = $0 { event } else { nil } }
+    }
+
+    var eventTypes: [EventType] { events.map(\.type) }
+
+    func events(_ type: EventType) -> [GameEvent] { events.filter { $0.type == type } }
+
+    var replies: [PlayerReply] {
+        effects.compactMap { if case .reply(let reply) = $0 { reply } else { nil } }
+    }
+
+    func replies(to player: String) -> [WireMessage] {
+        replies.filter { $0.to.accid == player }.map(\.message)
+    }
+
+    func offer(to player: String) -> WireMessage? {
+        replies(to: player).last { $0.code == .turnOffer }
+    }
+
+    func error(to player: String) -> String? {
+        replies(to: player).last { $0.code == .error }?.data
+    }
+
+    /// Commands to the PC, and whether each went to the camera topic.
+    var commands: [(message: WireMessage, camera: Bool)] {
+        effects.compactMap { if case .command(let message, let camera) = $0 { (message, camera) } else { nil } }
+    }
+
+    var snapshots: [QueueSnapshot] {
+        effects.compactMap { if case .snapshot(let snapshot) = $0 { snapshot } else { nil } }
+    }
+
+    var games: [GameRow] {
+        writes.compactMap { if case .game(let row) = $0 { row } else { nil } }
+    }
+}
+
+extension Step where Outcome == RequestOutcome {
+    var rejectedCode: ErrorCode? { outcome.rejectedCode }
+}

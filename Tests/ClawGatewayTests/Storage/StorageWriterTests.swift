@@ -1,0 +1,85 @@
+import Foundation
+import Logging
+import Protocol
+import Synchronization
+import Testing
+
+@testable import ClawGateway
+
+/// The writer's thread against a real SQLite file: group commit, tickets in
+/// order, and what happens when the file is taken away.
+@Suite struct StorageWriterTests {
+    static func game(_ id: String, outcome: GameOutcome? = nil) -> GameRow {
+        GameRow(
+            id: id, machine: "m1", player: "p-\(id)", nick: "P", provider: "test", offeredAt: Date(timeIntervalSince1970: 1),
+            startedAt: nil, endedAt: outcome == nil ? nil : Date(timeIntervalSince1970: 2), outcome: outcome, commands: 0)
+    }
+
+    /// Stand-ins for machines: a fixed image each, and a record of what was made durable.
+    final class FakeMachines: Sendable {
+        let images = Mutex<[DurableMachine]>([])
+        let durable = Recorder<Int>()
+
+        var storage: StorageWriter.Machines {
+            StorageWriter.Machines(images: { self.images.withLock { $0 } }, durable: { self.durable.append(contentsOf: $0) })
+        }
+    }
+
+    @Test func ticketsBecomeDurableInOrderAndTheMachinesAreTold() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "writer")
+        let store = try GameStore(path: directory.appendingPathComponent("g.sqlite").path)
+        let writer = StorageWriter(store: store, logger: Logger(label: "test"))
+        let machines = FakeMachines()
+        writer.start(machines.storage)
+        var tickets: [StorageWriter.Ticket] = []
+        for index in 0..<200 {
+            tickets.append(writer.submit([.game(Self.game("g\(index)"))], machine: index % 3))
+        }
+        #expect(tickets == tickets.sorted())
+        #expect(await writer.waitDurable(tickets[199], timeout: .seconds(10)))
+        #expect(tickets.allSatisfy(writer.isDurable))
+        #expect(try store.gamesNow(machine: "m1", limit: 500, offset: 0).count == 200)
+        #expect(Set(machines.durable.items) == [0, 1, 2])
+        #expect(writer.isWritable)
+        await writer.stop()
+    }
+
+    @Test func aRemovedFileIsReopenedAndEveryMachineRewrittenWithNoRecordLost() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "writer")
+        let path = directory.appendingPathComponent("g.sqlite").path
+        let store = try GameStore(path: path)
+        let writer = StorageWriter(store: store, logger: Logger(label: "test"), retryDelay: .milliseconds(10)...(.milliseconds(50)))
+        let machines = FakeMachines()
+        let bob = QueueEntry(accid: "bob", nick: "Bob", provider: "test")
+        machines.images.withLock {
+            $0 = [DurableMachine(machine: "m1", queue: [bob], snapshotSeq: 7, paused: true, openGame: Self.game("open"))]
+        }
+        writer.start(machines.storage)
+        let first = writer.submit([.game(Self.game("before", outcome: .won))], machine: 0)
+        #expect(await writer.waitDurable(first, timeout: .seconds(10)))
+
+        // An operator removes the file (and its WAL) while the gateway runs.
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        let closed = writer.submit([.game(Self.game("after", outcome: .lost))], machine: 0)
+        #expect(await writer.waitDurable(closed, timeout: .seconds(10)), "made durable by the rewrite")
+        #expect(writer.isWritable)
+        #expect(FileManager.default.fileExists(atPath: path))
+        let games = try store.gamesNow(machine: "m1", limit: 10, offset: 0)
+        #expect(Set(games.map(\.id)) == ["after", "open"], "the closed game and the open one; the rest went with the old file")
+        #expect(try store.queuedNow(machine: "m1") == ["bob"])
+        let reopened = try GameStore(path: path).restore(machine: "m1", now: Date())
+        #expect(reopened.snapshotSeq == 7)
+        #expect(reopened.paused)
+        await writer.stop()
+    }
+
+    @Test func aWaitThatOutlastsItsTimeoutSaysSo() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "writer")
+        let store = try GameStore(path: directory.appendingPathComponent("g.sqlite").path)
+        // Never started: nothing becomes durable.
+        let writer = StorageWriter(store: store, logger: Logger(label: "test"))
+        let ticket = writer.submit([.meta(machine: "m1", snapshotSeq: 1, paused: false)], machine: 0)
+        #expect(await !writer.waitDurable(ticket, timeout: .milliseconds(50)))
+        #expect(!writer.isDurable(ticket))
+    }
+}
