@@ -197,7 +197,7 @@ extension WireMessage {
         var out: [UInt8] = []
         out.reserveCapacity(64 + (data?.utf8.count ?? 0) + (message?.utf8.count ?? 0))
         out.append(contentsOf: #"{"command":"#.utf8)
-        out.append(contentsOf: String(command).utf8)
+        JSONText.appendInteger(Int64(command), to: &out)
         if let data { JSONText.appendField("data", string: data, to: &out) }
         if let serial { JSONText.appendField("serial", integer: serial, to: &out) }
         if let length { JSONText.appendField("length", integer: Int64(length), to: &out) }
@@ -224,7 +224,23 @@ enum JSONText {
 
     static func appendField(_ key: String, integer: Int64, to out: inout [UInt8]) {
         appendKey(key, to: &out)
-        out.append(contentsOf: String(integer).utf8)
+        appendInteger(integer, to: &out)
+    }
+
+    /// Decimal digits, without making a String.
+    static func appendInteger(_ value: Int64, to out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[19 - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            out.append(contentsOf: buffer[(20 - count)...])
+        }
     }
 
     static func appendField(_ key: String, number: Double, to out: inout [UInt8]) {

@@ -134,11 +134,11 @@ struct NotifyProblem: Error {
 /// A NetEase message copy as NetEase sends it: for `notify`, the tests and the benchmark.
 enum NetEaseCopyBody {
     static func encode(from: String, to: String, attach: String, messageID: String = UUID().uuidString) -> [UInt8] {
-        let object: [String: String] = [
-            "eventType": "1", "convType": "CUSTOM_PERSON", "msgType": "CUSTOM_P2P_MSG", "fromAccount": from, "to": to,
-            "attach": attach, "msgidServer": messageID, "msgTimestamp": String(Int64(Date().timeIntervalSince1970 * 1000)),
-        ]
-        return Array((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data())
+        JSONObjectWriter.object([
+            "attach": attach, "convType": "CUSTOM_PERSON", "eventType": "1", "fromAccount": from,
+            "msgTimestamp": String(Int64(Date().timeIntervalSince1970 * 1000)), "msgType": "CUSTOM_P2P_MSG",
+            "msgidServer": messageID, "to": to,
+        ])
     }
 
     /// A POST of a copy to `url`, signed as NetEase signs it.

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import Protocol
 
 /// Replies of the generic provider: the same messages as NetEase's, POSTed
 /// as `{"from","to","attach"}` to `im.generic.outbound_url`, signed the way
@@ -44,21 +45,20 @@ enum GenericEnvelope {
     }
 
     static func encode(from: String, to: String, attach: String) -> [UInt8] {
-        let object = ["from": from, "to": to, "attach": attach]
-        return Array((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8))
+        JSONObjectWriter.object(["from": from, "to": to, "attach": attach])
     }
 
-    /// Reads an inbound envelope; `attach` may be a string or a JSON object.
+    /// Reads an inbound envelope; `attach` may be a string or a JSON object,
+    /// whose bytes are taken as they came.
     static func decode(_ body: [UInt8]) -> (from: String, to: String, attach: [UInt8])? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-            let from = object["from"] as? String, let to = object["to"] as? String
-        else { return nil }
-        switch object["attach"] {
-        case let text as String:
+        guard let fields = try? JSONObjectReader.fields(in: body) else { return nil }
+        func value(_ key: String) -> JSONValue? { fields.first { $0.key == key }?.value }
+        guard case .string(let from)? = value("from"), case .string(let to)? = value("to") else { return nil }
+        switch value("attach") {
+        case .string(let text)?:
             return (from, to, Array(text.utf8))
-        case let value as [String: Any]:
-            guard let data = try? JSONSerialization.data(withJSONObject: value) else { return nil }
-            return (from, to, Array(data))
+        case .object(let range)?:
+            return (from, to, Array(body[range]))
         default:
             return nil
         }

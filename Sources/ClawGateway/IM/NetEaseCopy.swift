@@ -1,4 +1,5 @@
 import Foundation
+import Protocol
 
 /// One POST of NetEase's message copy (抄送), checked and read (SPEC §5).
 ///
@@ -19,18 +20,21 @@ enum NetEaseCopy: Equatable {
         var message: String
     }
 
+    /// The headers ``read(body:header:settings:now:)`` looks at, lower-case.
+    static let headerNames: Set<String> = ["md5", "checksum", "curtime", "appkey"]
+
     /// Checks the headers against the raw body and the app's secret, then reads the body.
     ///
     /// - Parameters:
-    ///   - headers: header lookup, case-insensitive.
+    ///   - header: header lookup by lower-case name (``headerNames``).
     ///   - now: the current wall time, for the `CurTime` window.
     static func read(
         body: [UInt8], header: (String) -> String?, settings: NetEaseSettings, now: Date
     ) throws(Refusal) -> NetEaseCopy {
-        guard let md5 = header("MD5"), let checksum = header("CheckSum"), let curTime = header("CurTime") else {
+        guard let md5 = header("md5"), let checksum = header("checksum"), let curTime = header("curtime") else {
             throw Refusal(kind: .unauthorized, message: "The MD5, CheckSum and CurTime headers are required.")
         }
-        if let appKey = header("AppKey"), !Signatures.constantTimeEqual(appKey, settings.appKey) {
+        if let appKey = header("appkey"), !Signatures.constantTimeEqual(appKey, settings.appKey) {
             throw Refusal(kind: .unauthorized, message: "AppKey is not this gateway's app key.")
         }
         guard Signatures.hexEqual(md5, Signatures.md5Hex(body)) else {
@@ -51,36 +55,31 @@ enum NetEaseCopy: Equatable {
 
     /// Reads a body whose signature was checked.
     static func parse(_ body: [UInt8]) throws(Refusal) -> NetEaseCopy {
-        let object: [String: Any]
-        do {
-            guard let parsed = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
-                throw Refusal(kind: .malformed, message: "The body must be a JSON object.")
-            }
-            object = parsed
-        } catch let refusal as Refusal {
-            throw refusal
+        let fields: [JSONField]
+        do throws(JSONReadError) {
+            fields = try JSONObjectReader.fields(in: body)
+        } catch where error.reason == .notAnObject {
+            throw Refusal(kind: .malformed, message: "The body must be a JSON object.")
         } catch {
-            throw Refusal(kind: .malformed, message: "The body is not valid JSON.")
+            throw Refusal(kind: .malformed, message: "The body is not valid JSON (\(error.summary)).")
         }
-        if object.isEmpty { return .addressCheck }
-        let eventType = text(object["eventType"]) ?? ""
-        guard eventType == "1", text(object["msgType"]) == "CUSTOM_P2P_MSG" || text(object["convType"]) == "CUSTOM_PERSON"
-        else {
+        if fields.isEmpty { return .addressCheck }
+        /// A field as text: a string, or a number as written; the first of a repeated key.
+        func text(_ key: String) -> String? {
+            switch fields.first(where: { $0.key == key })?.value {
+            case .string(let string): string
+            case .number(let number): number.int64.map(String.init) ?? number.text
+            default: nil
+            }
+        }
+        let eventType = text("eventType") ?? ""
+        guard eventType == "1", text("msgType") == "CUSTOM_P2P_MSG" || text("convType") == "CUSTOM_PERSON" else {
             return .other(eventType: eventType)
         }
-        guard let from = text(object["fromAccount"]), let to = text(object["to"]), let attach = text(object["attach"]) else {
+        guard let from = text("fromAccount"), let to = text("to"), let attach = text("attach") else {
             throw Refusal(kind: .malformed, message: "A custom notification needs fromAccount, to and attach.")
         }
-        return .notification(from: from, to: to, attach: attach, messageID: text(object["msgidServer"]))
-    }
-
-    /// A JSON string, or a number as its text.
-    private static func text(_ value: Any?) -> String? {
-        switch value {
-        case let string as String: string
-        case let number as NSNumber: number.stringValue
-        default: nil
-        }
+        return .notification(from: from, to: to, attach: attach, messageID: text("msgidServer"))
     }
 }
 
@@ -89,7 +88,7 @@ enum ClockSkew {
     /// NetEase's `CurTime` is in milliseconds on the copy and in seconds on
     /// the server API; anything past the year 5138 in seconds is milliseconds.
     static func date(fromCurTime text: String) -> Date? {
-        guard let value = Int64(text.trimmingCharacters(in: .whitespaces)), value > 0 else { return nil }
+        guard let value = Int64(text) ?? Int64(text.trimmingCharacters(in: .whitespaces)), value > 0 else { return nil }
         return Date(timeIntervalSince1970: value >= 100_000_000_000 ? Double(value) / 1000 : Double(value))
     }
 

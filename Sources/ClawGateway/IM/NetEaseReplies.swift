@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import Protocol
 
 /// Replies through NetEase's server API: `POST <api_base>/msg/sendAttachMsg.action`
 /// (SPEC §5), a custom system notification from the machine's account,
@@ -30,8 +31,10 @@ struct NetEaseReplies: ReplyDelivery {
             let response = try await client.execute(request, timeout: .nanoseconds(Int64(settings.replyTimeout.seconds * 1e9)))
             let body = try await response.body.collect(upTo: 64 * 1024)
             guard response.status == .ok else { return .failed("HTTP \(response.status.code)") }
-            let code = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any])?["code"] as? Int
-            return code == 200 ? .sent : .failed("code \(code.map(String.init) ?? "missing")")
+            let code = (try? JSONObjectReader.fields(in: body.readableBytesView))?.first { $0.key == "code" }.map { field in
+                if case .number(let number) = field.value { number.text } else { "not a number" }
+            }
+            return code == "200" ? .sent : .failed("code \(code ?? "missing")")
         } catch {
             return .failed(String(describing: error))
         }
