@@ -17,9 +17,7 @@ struct RunCommand: AsyncParsableCommand {
     func run() async throws {
         let config = try options.load()
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = config.gateway.logLevel
-            return handler
+            GatewayLogHandler(label: label, level: config.gateway.logLevel)
         }
         var logger = Logger(label: "claw-gateway")
         logger[metadataKey: "gateway.id"] = .string(config.gateway.id)

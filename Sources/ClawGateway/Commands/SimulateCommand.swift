@@ -42,9 +42,7 @@ struct SimulateCommand: AsyncParsableCommand {
     func run() async throws {
         let config = try options.load()
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = .info
-            return handler
+            GatewayLogHandler(label: label, level: .info)
         }
         let logger = Logger(label: "claw-simulate")
         let unknown = machines.filter { id in !config.machines.contains { $0.id == id } }
