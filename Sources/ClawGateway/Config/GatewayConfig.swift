@@ -89,6 +89,10 @@ struct GameSettings: Sendable, Equatable {
     var maxQueue: Int = 200
     var maxCommandsPerSecond: Int = 10
     var relayAcks: Bool = false
+    /// Also publish a `command` event for every command forwarded and an
+    /// `ack` event for every ack: several messages per move, for diagnosing
+    /// a PC. They are counted in the metrics either way.
+    var commandEvents: Bool = false
 }
 
 struct StorageSettings: Sendable {

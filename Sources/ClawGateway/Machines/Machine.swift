@@ -21,6 +21,7 @@ final class Machine: Sendable {
     let index: Int
     let topics: MachineTopics
     let logger: Logger
+    let settings: GameSettings
     private let environment: MachineEnvironment
     private let guarded: Mutex<Guarded>
     private let metrics: MachineMetrics
@@ -39,6 +40,7 @@ final class Machine: Sendable {
         throws(StorageError)
     {
         self.config = config
+        self.settings = settings
         self.index = index
         self.topics = MachineTopics(config, topics)
         self.environment = environment
@@ -234,7 +236,7 @@ final class Machine: Sendable {
             case .event(let event):
                 metrics.record(event)
                 note(event)
-                publish(event)
+                if environment.publishesEvent(event.type, settings: settings) { publish(event) }
             case .snapshot(let snapshot):
                 publish(snapshot)
             case .reply(let reply):

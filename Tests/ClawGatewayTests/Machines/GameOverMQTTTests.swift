@@ -12,7 +12,7 @@ extension HeavySuites {
         @Test func aWholeGameOverMQTT() async throws {
             let broker = try MosquittoBroker.start()
             defer { broker.stop() }
-            let site = try TestSite(broker: broker, machines: ["m1"])
+            let site = try TestSite(broker: broker, machines: ["m1"], game: "command_events: true")
             let players = RecordingPlayers()
             let config = try ConfigLoader.load(file: site.config.path)
             let gateway = try await Gateway.build(config: config, logger: Logger(label: "test-gateway"), players: players)

@@ -40,7 +40,7 @@ import Testing
 
     @Test func tellingWaitsForTheDiskButCommandsToThePCDoNot() async throws {
         // The writer is not started: every write stays pending.
-        let game = try GameHarness(startWriter: false)
+        let game = try GameHarness(settings: GameSettings(commandEvents: true), startWriter: false)
         game.arcade.route(MQTTMessage(topic: "claw/m1/state", payload: Array("online".utf8), retain: true))
         let join = game.arcade.handleNow(PlayerNotification(from: "alice", to: "m1", attach: Array(#"{"command":6}"#.utf8), provider: "test"))
         #expect(join.0 == .offered(session: "s1"))
@@ -78,6 +78,7 @@ import Testing
         #expect(game.lastSnapshot == game.snapshot)
         #expect(game.published(on: .control).allSatisfy { $0.qos == .atMostOnce && !$0.retain })
         #expect(game.published(on: .events).allSatisfy { $0.qos == .atMostOnce && !$0.retain })
+        #expect(!game.events.contains { $0.type == .command }, "per-command events only with command_events")
         await game.stop()
     }
 
@@ -95,7 +96,7 @@ import Testing
     }
 
     @Test func retainedAcksAndResultsAreNeverActedOn() async throws {
-        let game = try await GameHarness.online()
+        let game = try await GameHarness.online(settings: GameSettings(commandEvents: true))
         try await game.play("alice")
         await game.send("alice", #"{"command":2,"serial":1}"#)
         await game.result(true, retained: true)
