@@ -1,6 +1,7 @@
 import CMosquitto
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import Synchronization
 
 /// A message received from the broker.
@@ -89,7 +90,10 @@ final class MQTTClient: Sendable {
     private let handle: MosquittoHandle
     private let logger: Logger
     /// Serialises every call into libmosquitto (see the type's documentation).
-    private let io = Mutex(())
+    /// A pthread mutex, which sleeps when taken: the sections hold a socket
+    /// write, and spinning through one (as `Mutex` does) cost more CPU than
+    /// the write itself under load.
+    private let io = NIOLock()
     /// A CONNACK said yes and the connection has not ended. Written only
     /// under `io` (in callbacks or by the loop thread); read anywhere.
     private let connected = Atomic<Bool>(false)
@@ -209,7 +213,7 @@ final class MQTTClient: Sendable {
     /// Subscribes now if connected, and again after every reconnect.
     func subscribe(_ topics: [String], qos: MQTTQoS) {
         state.withLock { $0.subscriptions += topics.map { ($0, qos) } }
-        io.withLock { _ in
+        io.withLock {
             if connected.load(ordering: .acquiring) { subscribeNow(topics.map { ($0, qos) }) }
         }
         wake.signal()
@@ -243,14 +247,16 @@ final class MQTTClient: Sendable {
         if let expiry {
             mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry)
         }
-        let (rc, backlog) = io.withLock { _ -> (Int32, Bool) in
-            // The connection may have ended since the check above.
-            guard connected.load(ordering: .acquiring) else { return (MOSQ_ERR_NO_CONN.rawValue, false) }
-            let rc = payload.withUnsafeBytes { bytes in
-                mosquitto_publish_v5(
-                    handle.pointer, nil, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, properties)
+        let (rc, backlog) = topic.withCString { name in
+            payload.withUnsafeBytes { bytes in
+                io.withLock { () -> (Int32, Bool) in
+                    // The connection may have ended since the check above.
+                    guard connected.load(ordering: .acquiring) else { return (MOSQ_ERR_NO_CONN.rawValue, false) }
+                    let rc = mosquitto_publish_v5(
+                        handle.pointer, nil, name, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, properties)
+                    return (rc, mosquitto_want_write(handle.pointer))
+                }
             }
-            return (rc, mosquitto_want_write(handle.pointer))
         }
         // The socket was full: the rest waits for the loop thread's poll.
         if backlog { wake.signal() }
@@ -362,14 +368,17 @@ final class MQTTClient: Sendable {
         var stopDeadline: ContinuousClock.Instant?
         var rc = MOSQ_ERR_SUCCESS.rawValue
         defer {
-            io.withLock { _ in connected.store(false, ordering: .releasing) }
+            io.withLock {
+                connected.store(false, ordering: .releasing)
+                mosquitto_log_callback_set(mosq, mqttOnLog)
+            }
         }
         while true {
             if stopDeadline == nil, isStopping {
                 stopDeadline = clock.now.advanced(by: .seconds(2))
-                io.withLock { _ in _ = mosquitto_disconnect_v5(mosq, 0, nil) }
+                io.withLock { _ = mosquitto_disconnect_v5(mosq, 0, nil) }
             }
-            let (socket, wantWrite) = io.withLock { _ in (mosquitto_socket(mosq), mosquitto_want_write(mosq)) }
+            let (socket, wantWrite) = io.withLock { (mosquitto_socket(mosq), mosquitto_want_write(mosq)) }
             guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
             if let stopDeadline, !wantWrite || clock.now > stopDeadline {
                 // The DISCONNECT (and what was published before it) is written.
@@ -384,7 +393,7 @@ final class MQTTClient: Sendable {
             if fds[1].revents != 0 { wake.clear() }
             let readable = fds[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0
             let writable = fds[0].revents & Int16(POLLOUT) != 0
-            rc = io.withLock { _ -> Int32 in
+            rc = io.withLock { () -> Int32 in
                 // On POLLOUT the read side runs too: a TLS handshake that wants
                 // to write continues from loop_read (SSL_connect).
                 if readable || writable {
@@ -411,6 +420,10 @@ final class MQTTClient: Sendable {
             return noted
         }
         if notes.connectedAgain {
+            // libmosquitto formats a debug line for every packet while a log
+            // callback is set; its warnings matter while connecting (TLS,
+            // refusals), not on a working connection.
+            io.withLock { mosquitto_log_callback_set(handle.pointer, nil) }
             let hooks = state.withLock { $0.connectedHooks }
             for hook in hooks { hook() }
         }

@@ -24,12 +24,12 @@ struct MQTTError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// An error for a libmosquitto return code, or nil for success.
-    static func check(_ rc: Int32, _ what: String, code: Code = .library) -> MQTTError? {
+    static func check(_ rc: Int32, _ what: @autoclosure () -> String, code: Code = .library) -> MQTTError? {
         guard rc != MOSQ_ERR_SUCCESS.rawValue else { return nil }
         if rc == MOSQ_ERR_NO_CONN.rawValue {
-            return MQTTError(code: .notConnected, message: "\(what): not connected to the MQTT broker.", libraryCode: rc)
+            return MQTTError(code: .notConnected, message: "\(what()): not connected to the MQTT broker.", libraryCode: rc)
         }
-        return MQTTError(code: code, message: "\(what): \(Mosquitto.describe(rc))", libraryCode: rc)
+        return MQTTError(code: code, message: "\(what()): \(Mosquitto.describe(rc))", libraryCode: rc)
     }
 
     var description: String { "\(code.rawValue): \(message)" }

@@ -3,10 +3,51 @@ import Foundation
 /// The one timestamp format of the gateway: ISO 8601 UTC with milliseconds,
 /// e.g. `2026-11-21T10:00:30.123Z`. It sorts as text, which the games table
 /// relies on.
+///
+/// Written by hand: every event carries one, and a `FormatStyle` per event
+/// showed in the profile.
 enum Timestamp {
-    private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)
-
     static func string(_ date: Date) -> String {
-        date.formatted(style)
+        // Whole seconds, then the fraction truncated to milliseconds, as
+        // Foundation's ISO 8601 style does.
+        let interval = date.timeIntervalSince1970
+        let seconds = interval.rounded(.down)
+        let milliseconds = Int64(seconds) * 1000 + Int64((interval - seconds) * 1000)
+        var days = milliseconds >= 0 ? milliseconds / 86_400_000 : (milliseconds - 86_399_999) / 86_400_000
+        let ofDay = milliseconds - days * 86_400_000
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        days += 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let dayOfEra = days - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+
+        var out = [UInt8](repeating: 0, count: 24)
+        func put(_ value: Int64, _ digits: Int, at offset: Int) {
+            var value = value
+            for index in stride(from: offset + digits - 1, through: offset, by: -1) {
+                out[index] = UInt8(ascii: "0") + UInt8(value % 10)
+                value /= 10
+            }
+        }
+        put(year, 4, at: 0)
+        out[4] = UInt8(ascii: "-")
+        put(month, 2, at: 5)
+        out[7] = UInt8(ascii: "-")
+        put(day, 2, at: 8)
+        out[10] = UInt8(ascii: "T")
+        put(ofDay / 3_600_000, 2, at: 11)
+        out[13] = UInt8(ascii: ":")
+        put(ofDay / 60_000 % 60, 2, at: 14)
+        out[16] = UInt8(ascii: ":")
+        put(ofDay / 1000 % 60, 2, at: 17)
+        out[19] = UInt8(ascii: ".")
+        put(ofDay % 1000, 3, at: 20)
+        out[23] = UInt8(ascii: "Z")
+        return String(decoding: out, as: UTF8.self)
     }
 }
