@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import NIOCore
+import NIOHTTP1
 import Logging
 
 /// The gateway's HTTP server: ingress, read API, health, admin, metrics.
@@ -12,14 +13,18 @@ enum HTTPServer {
         var isBrokerConnected: @Sendable () -> Bool
         var metrics: (@Sendable () -> String)?
         var now: @Sendable () -> Date = { Date() }
+        /// The message ids already seen, shared by the router and the fast path.
+        var recentMessages = RecentIDs()
+
+        func ingress(logger: Logger) -> Ingress {
+            Ingress(arcade: arcade, im: config.im, recentMessages: recentMessages, logger: logger, now: now)
+        }
     }
 
     static func router(_ parts: Parts, logger: Logger) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: JSONErrorMiddleware())
-        IngressRoutes<BasicRequestContext>(
-            arcade: parts.arcade, im: parts.config.im, recentMessages: RecentIDs(), logger: logger, now: parts.now
-        ).add(to: router)
+        IngressRoutes<BasicRequestContext>(ingress: parts.ingress(logger: logger)).add(to: router)
         ReadRoutes<BasicRequestContext>(arcade: parts.arcade, isBrokerConnected: parts.isBrokerConnected)
             .add(to: router)
         if let token = parts.config.http.adminToken {
@@ -35,15 +40,23 @@ enum HTTPServer {
         return router
     }
 
+    static let serverName = "claw-gateway"
+
     static func application(_ parts: Parts, logger: Logger) -> some ApplicationProtocol {
-        Application(
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderFieldSize = 8 * 1024
+        limits.maxHeaderListSize = 32 * 1024
+        limits.maxHeaderFieldCount = 100
+        let ingress = parts.ingress(logger: logger)
+        let decoderLimits = limits
+        return Application(
             router: router(parts, logger: logger),
-            server: .http1(
-                configuration: HTTP1Channel.Configuration(
-                    idleTimeout: .seconds(30),
-                    httpDecoderConfiguration: .init(maxHeaderFieldSize: 8 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))),
+            server: HTTPServerBuilder { responder in
+                GatewayHTTP1Channel(
+                    responder: responder, ingress: ingress, idleTimeout: .seconds(30), decoderLimits: decoderLimits, serverName: serverName)
+            },
             configuration: ApplicationConfiguration(
-                address: .hostname(parts.config.http.host, port: parts.config.http.port), serverName: "claw-gateway"),
+                address: .hostname(parts.config.http.host, port: parts.config.http.port), serverName: serverName),
             logger: logger)
     }
 }

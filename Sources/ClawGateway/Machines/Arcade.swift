@@ -25,6 +25,8 @@ final class Arcade: Sendable {
     private let clock: GameClock
     private let byID: [String: Machine]
     private let byAccount: [String: Machine]
+    /// Every topic the gateway subscribes to, and whose it is.
+    private let byTopic: [String: (Machine, MachineTopic)]
 
     /// The longest player account accepted.
     static let maxAccountLength = 128
@@ -46,6 +48,10 @@ final class Arcade: Sendable {
         self.machines = machines
         byID = Dictionary(uniqueKeysWithValues: machines.map { ($0.id, $0) })
         byAccount = Dictionary(uniqueKeysWithValues: machines.map { ($0.config.imAccount, $0) })
+        byTopic = Dictionary(
+            uniqueKeysWithValues: machines.flatMap { machine in
+                [(machine.topics.ack, (machine, MachineTopic.ack)), (machine.topics.result, (machine, .result)), (machine.topics.state, (machine, .state))]
+            })
     }
 
     /// What the storage writer needs from the machines.
@@ -77,9 +83,13 @@ final class Arcade: Sendable {
     func handle(_ notification: PlayerNotification) async -> RequestOutcome {
         let (outcome, ticket) = handleNow(notification)
         guard let ticket, await !writer.waitDurable(ticket, timeout: Self.durabilityWait) else { return outcome }
-        return .rejected(
-            WireError(.gatewayUnavailable, "The gateway could not save your request yet; it takes effect once it is saved. Check your queue position before sending it again."))
+        return .rejected(Self.notSavedInTime)
     }
+
+    /// The answer to a request whose change could not be saved in time.
+    static let notSavedInTime = WireError(
+        .gatewayUnavailable,
+        "The gateway could not save your request yet; it takes effect once it is saved. Check your queue position before sending it again.")
 
     /// The same without waiting: the outcome, and the ticket that must be
     /// durable before it may be told.
@@ -107,7 +117,7 @@ final class Arcade: Sendable {
 
     /// One message from a machine's topics.
     func route(_ message: MQTTMessage) {
-        guard let (id, kind) = topics.parse(message.topic), let machine = byID[id] else { return }
+        guard let (machine, kind) = byTopic[message.topic] else { return }
         switch kind {
         case .ack: machine.handleAck(message)
         case .result: machine.handleResult(message)

@@ -103,14 +103,22 @@ final class StorageWriter: Sendable {
         return Ticket(number: ticket)
     }
 
+    /// Whether the ticket's transaction committed: what a machine waits for
+    /// before it tells.
     func isDurable(_ ticket: Ticket) -> Bool {
         ticket.number <= durableMark.load(ordering: .acquiring)
     }
 
-    /// Waits until `ticket` is durable: true when it is, false when the
-    /// writer stopped first, the wait was cancelled, or `timeout` passed.
+    /// Whether the ticket is durable and what waited on it has been told:
+    /// what an answer waits for.
+    func isSettled(_ ticket: Ticket) -> Bool {
+        state.withLock { ticket.number <= $0.durable }
+    }
+
+    /// Waits until `ticket` is durable and what waited on it is told: true
+    /// when it is, false when the writer stopped first, the wait was cancelled, or `timeout` passed.
     func waitDurable(_ ticket: Ticket, timeout: Duration) async -> Bool {
-        if isDurable(ticket) { return true }
+        if isSettled(ticket) { return true }
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask { await self.waitDurable(ticket) }
             group.addTask {

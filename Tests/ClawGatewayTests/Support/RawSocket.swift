@@ -53,6 +53,46 @@ final class RawSocket {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// Reads `count` responses (headers and Content-Length bodies), or what
+    /// came before the peer closed or `timeout` passed; split into responses.
+    func readResponses(_ count: Int, timeout: Duration) -> [String] {
+        var timeval = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while Self.split(String(decoding: data, as: UTF8.self)).count < count {
+            let received = recv(fd, &buffer, buffer.count, 0)
+            if received <= 0 { break }
+            data.append(contentsOf: buffer[0..<received])
+        }
+        return Self.split(String(decoding: data, as: UTF8.self))
+    }
+
+    /// Whether the peer has closed the connection (reads nothing within `timeout`, then EOF).
+    func isClosed(within timeout: Duration) -> Bool {
+        var timeval = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, 0) == 0
+    }
+
+    /// Complete responses in `text`, in order.
+    private static func split(_ text: String) -> [String] {
+        var responses: [String] = []
+        var rest = Substring(text)
+        while let end = rest.range(of: "\r\n\r\n") {
+            let head = rest[..<end.lowerBound].lowercased()
+            let length = head.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") })
+                .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+            let body = rest[end.upperBound...]
+            guard body.utf8.count >= length else { break }
+            let bodyEnd = body.utf8.index(body.startIndex, offsetBy: length)
+            responses.append(String(rest[..<bodyEnd]))
+            rest = rest[bodyEnd...]
+        }
+        return responses
+    }
+
     /// A response whose headers and Content-Length body have arrived.
     private static func complete(_ text: String) -> Bool {
         guard let end = text.range(of: "\r\n\r\n") else { return false }

@@ -1,0 +1,224 @@
+import Foundation
+import HTTPTypes
+import Logging
+import Protocol
+
+/// An answer of the ingress as it goes on the wire: always JSON.
+struct IngressAnswer: Sendable, Equatable {
+    var status: HTTPResponse.Status
+    var body: [UInt8]
+
+    /// `{"code","message"}`, as every 4xx and 5xx of the gateway.
+    static func error(_ status: HTTPResponse.Status, code: String, _ message: String) -> IngressAnswer {
+        IngressAnswer(status: status, body: JSONObjectWriter.object([("code", .string(code)), ("message", .string(message))]))
+    }
+}
+
+/// What the ingress made of a request: an answer now, or one once what the
+/// request changed is durable (SPEC: what is told is durable first).
+enum IngressResult: Sendable {
+    case now(IngressAnswer)
+    /// `answer(true)` once the ticket is durable, `answer(false)` if it is
+    /// not within ``Arcade/durabilityWait``.
+    case afterWrite(StorageWriter.Ticket, answer: @Sendable (_ durable: Bool) -> IngressAnswer)
+}
+
+/// The ways players' notifications come in: NetEase's message copy and the
+/// signed generic webhook (SPEC §5). Checks the request, hands the
+/// notification to the arcade and says how to answer. Nothing here waits on
+/// MQTT or an IM API; what changed the queue is answered once it is durable,
+/// a move at once.
+///
+/// Used by both the Hummingbird routes (``IngressRoutes``) and the event
+/// loop's fast path (``IngressFastPath``), so the two answer alike.
+struct Ingress: Sendable {
+    let arcade: Arcade
+    let im: IMSettings
+    let recentMessages: RecentIDs
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    /// The path of each ingress configured, for the router and the fast path.
+    var paths: [String] {
+        (im.netease.map { [$0.callbackPath] } ?? []) + (im.generic.map { _ in [Self.genericPath] } ?? [])
+    }
+
+    static let genericPath = "/v1/notifications"
+
+    /// Which ingress a POST to `path` is, if any.
+    func route(_ path: String) -> Route? {
+        if let netease = im.netease, path == netease.callbackPath { return .netease(netease) }
+        if let generic = im.generic, path == Self.genericPath { return .generic(generic) }
+        return nil
+    }
+
+    enum Route: Sendable {
+        case netease(NetEaseSettings)
+        case generic(GenericSettings)
+    }
+
+    /// The request of `route` with this body and headers (looked up by lower-case name).
+    func handle(_ route: Route, body: [UInt8], header: (String) -> String?) -> IngressResult {
+        switch route {
+        case .netease(let settings): netease(body: body, header: header, settings: settings)
+        case .generic(let settings): generic(body: body, header: header, settings: settings)
+        }
+    }
+
+    /// The answer, after waiting for the write it depends on.
+    static func finish(_ result: IngressResult, writer: StorageWriter) async -> IngressAnswer {
+        switch result {
+        case .now(let answer):
+            return answer
+        case .afterWrite(let ticket, let answer):
+            return answer(await writer.waitDurable(ticket, timeout: Arcade.durabilityWait))
+        }
+    }
+
+    // MARK: NetEase
+
+    /// The headers the NetEase copy is read with.
+    static let neteaseHeaders = NetEaseCopy.headerNames
+
+    private func netease(body: [UInt8], header: (String) -> String?, settings: NetEaseSettings) -> IngressResult {
+        let copy: NetEaseCopy
+        do {
+            copy = try NetEaseCopy.read(body: body, header: header, settings: settings, now: now())
+        } catch {
+            GatewayMetrics.notification(provider: "netease", result: error.kind == .unauthorized ? "unauthorized" : "malformed")
+            logger.warning("NetEase copy refused", metadata: ["http.reason": .string(error.message)])
+            return .now(
+                error.kind == .unauthorized
+                    ? .error(.unauthorized, code: "unauthorized", error.message)
+                    : .error(.badRequest, code: "bad_request", error.message))
+        }
+        switch copy {
+        case .addressCheck:
+            GatewayMetrics.notification(provider: "netease", result: "address_check")
+        case .other:
+            GatewayMetrics.notification(provider: "netease", result: "ignored")
+        case .notification(let from, let to, let attach, let messageID):
+            if let messageID, !recentMessages.insert(messageID) {
+                GatewayMetrics.notification(provider: "netease", result: "duplicate")
+            } else if arcade.machine(to) == nil {
+                // Other accounts of the app are copied too; they are not this site's machines.
+                GatewayMetrics.notification(provider: "netease", result: ErrorCode.unknownMachine.rawValue)
+            } else {
+                let (outcome, ticket) = arcade.handleNow(
+                    PlayerNotification(from: from, to: to, attach: Array(attach.utf8), provider: "netease"))
+                guard let ticket else {
+                    GatewayMetrics.notification(provider: "netease", result: outcome.metricLabel)
+                    return .now(Self.copyAccepted)
+                }
+                return .afterWrite(ticket) { durable in
+                    GatewayMetrics.notification(provider: "netease", result: durable ? outcome.metricLabel : ErrorCode.gatewayUnavailable.rawValue)
+                    // Not saved in time: a 503 lets NetEase count the copy as not delivered.
+                    return durable ? Self.copyAccepted : IngressAnswer(status: .serviceUnavailable, body: Array(#"{"code":503}"#.utf8))
+                }
+            }
+        }
+        return .now(Self.copyAccepted)
+    }
+
+    /// NetEase reads only the status; the body is the same for every copy.
+    static let copyAccepted = IngressAnswer(status: .ok, body: Array(#"{"code":200}"#.utf8))
+
+    // MARK: Generic
+
+    /// The headers the generic webhook is read with.
+    static let genericHeaders: Set<String> = [
+        GenericEnvelope.timestampHeader.lowercased(), GenericEnvelope.signatureHeader.lowercased(),
+    ]
+
+    private func generic(body: [UInt8], header: (String) -> String?, settings: GenericSettings) -> IngressResult {
+        guard let timestamp = header(GenericEnvelope.timestampHeader.lowercased()),
+            let signature = header(GenericEnvelope.signatureHeader.lowercased())
+        else {
+            GatewayMetrics.notification(provider: "generic", result: "unauthorized")
+            return .now(
+                .error(
+                    .unauthorized, code: "unauthorized",
+                    "The \(GenericEnvelope.timestampHeader) and \(GenericEnvelope.signatureHeader) headers are required."))
+        }
+        let expected = Signatures.genericSignature(secret: settings.secret, timestamp: timestamp, body: body)
+        guard Signatures.hexEqual(signature, expected) else {
+            GatewayMetrics.notification(provider: "generic", result: "unauthorized")
+            return .now(.error(.unauthorized, code: "unauthorized", "The signature does not match; check im.generic.secret."))
+        }
+        guard let seconds = Int64(timestamp),
+            ClockSkew.within(settings.maxClockSkew, sent: Date(timeIntervalSince1970: Double(seconds)), now: now())
+        else {
+            GatewayMetrics.notification(provider: "generic", result: "unauthorized")
+            return .now(
+                .error(
+                    .unauthorized, code: "unauthorized",
+                    "\(GenericEnvelope.timestampHeader) must be Unix seconds within the allowed clock skew."))
+        }
+        guard let envelope = GenericEnvelope.decode(body) else {
+            GatewayMetrics.notification(provider: "generic", result: "malformed")
+            return .now(
+                .error(
+                    .badRequest, code: "bad_request",
+                    #"The body must be a JSON object {"from":string,"to":string,"attach":string or object}."#))
+        }
+        let (outcome, ticket) = arcade.handleNow(
+            PlayerNotification(from: envelope.from, to: envelope.to, attach: envelope.attach, provider: "generic"))
+        guard let ticket else {
+            GatewayMetrics.notification(provider: "generic", result: outcome.metricLabel)
+            return .now(Self.answer(outcome))
+        }
+        return .afterWrite(ticket) { durable in
+            let told = durable ? outcome : .rejected(Arcade.notSavedInTime)
+            GatewayMetrics.notification(provider: "generic", result: told.metricLabel)
+            return Self.answer(told)
+        }
+    }
+
+    /// The generic webhook's answer: what happened, or why not.
+    static func answer(_ outcome: RequestOutcome) -> IngressAnswer {
+        func ok(_ fields: [(String, JSONObjectWriter.Value)]) -> IngressAnswer {
+            IngressAnswer(status: .ok, body: JSONObjectWriter.object(fields))
+        }
+        switch outcome {
+        case .rejected(let error):
+            switch error.code {
+            case .invalidPayload, .unknownCommand:
+                return .error(.unprocessableContent, code: error.code.rawValue, error.message)
+            case .unknownMachine:
+                return .error(.notFound, code: error.code.rawValue, error.message)
+            default:
+                return ok([("code", .string(error.code.rawValue)), ("message", .string(error.message)), ("result", "rejected")])
+            }
+        case .forwarded(let serial):
+            return ok([("result", "forwarded"), ("serial", .integer(serial))])
+        case .queued(let position, let length):
+            return ok([("length", .integer(Int64(length))), ("position", .integer(Int64(position))), ("result", "queued")])
+        case .offered(let session):
+            return ok([("result", "offered"), ("session", .string(session))])
+        case .accepted(let session):
+            return ok([("result", "accepted"), ("session", .string(session))])
+        case .declined:
+            return ok([("result", "declined")])
+        case .left:
+            return ok([("result", "left")])
+        case .ignored(let reason):
+            return ok([("message", .string(reason)), ("result", "ignored")])
+        }
+    }
+}
+
+extension RequestOutcome {
+    /// The `result` label of `claw_notifications_total`.
+    var metricLabel: String {
+        switch self {
+        case .forwarded: "forwarded"
+        case .queued: "queued"
+        case .offered: "offered"
+        case .accepted: "accepted"
+        case .declined: "declined"
+        case .left: "left"
+        case .ignored: "ignored"
+        case .rejected(let error): error.code.rawValue
+        }
+    }
+}
