@@ -32,9 +32,10 @@ struct Gateway {
             logger: logger)
         let store = try GameStore(path: config.storage.path)
         let writer = StorageWriter(store: store, logger: logger)
-        let queues = replyQueues(config.im, logger: logger)
+        let replyClient = replyHTTPClient(config.im)
+        let queues = replyQueues(config.im, client: replyClient, logger: logger)
         let channel = players ?? ReplyRouter(
-                queues: queues, configured: config.im.providers, fallback: config.im.defaultProvider, logger: logger)
+                queues: queues, configured: config.im.providers, fallback: config.im.defaultProvider, clock: clock, logger: logger)
         let environment = MachineEnvironment(
             clock: clock, publisher: mqtt, players: channel, writer: writer, deadlines: Deadlines(), logger: logger)
         let arcade = try Arcade(config: config, environment: environment)
@@ -54,25 +55,38 @@ struct Gateway {
             logger: logger)
         // The reply queues stop after MQTT, so results that arrive while MQTT
         // winds down still reach their players.
-        var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger)]
+        var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger), ClientService(client: replyClient)]
         services += players == nil ? queues.values.sorted { $0.delivery.provider < $1.delivery.provider } as [any Service] : []
         services += [mqttService, http]
         return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, services: services)
     }
 
-    private static func replyQueues(_ im: IMSettings, logger: Logger) -> [String: ReplyQueue] {
+    private static func replyQueues(_ im: IMSettings, client: HTTPClient, logger: Logger) -> [String: ReplyQueue] {
         var queues: [String: ReplyQueue] = [:]
         if let netease = im.netease {
             queues["netease"] = ReplyQueue(
-                delivery: NetEaseReplies(settings: netease, client: .shared), concurrency: netease.replyConcurrency,
+                delivery: NetEaseReplies(settings: netease, client: client), concurrency: netease.replyConcurrency,
                 logger: logger)
         }
         if let generic = im.generic, let url = generic.outboundURL {
             queues["generic"] = ReplyQueue(
-                delivery: GenericReplies(settings: generic, url: url, client: .shared), concurrency: generic.replyConcurrency,
+                delivery: GenericReplies(settings: generic, url: url, client: client), concurrency: generic.replyConcurrency,
                 logger: logger)
         }
         return queues
+    }
+
+    /// The client replies go out through. A reply is never retried, so a
+    /// refused connection fails it at once: retrying connections until the
+    /// reply's timeout let a dead IM API hold every worker for seconds per
+    /// reply, starving the replies behind them (and the stop).
+    private static func replyHTTPClient(_ im: IMSettings) -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        let timeouts = [im.netease?.replyTimeout, im.generic?.replyTimeout].compactMap { $0 }
+        let connect = min(timeouts.max() ?? .seconds(5), .seconds(2))
+        configuration.timeout.connect = .milliseconds(Int64(connect.milliseconds))
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 }
 
@@ -85,5 +99,16 @@ extension IMSettings {
     /// The providers configured.
     var providers: Set<String> {
         Set([netease.map { _ in "netease" }, generic.map { _ in "generic" }].compactMap { $0 })
+    }
+}
+
+/// Shuts the replies' HTTP client down once the reply queues have stopped
+/// (it starts before them, so it stops after them).
+private struct ClientService: Service {
+    let client: HTTPClient
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await client.shutdown()
     }
 }

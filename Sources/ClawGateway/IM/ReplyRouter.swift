@@ -13,11 +13,14 @@ final class ReplyRouter: PlayerChannel {
     /// restored from storage after the config changed).
     private let fallback: String?
     private let logged: LoggedReplies
+    /// The machines' clock, to turn a reply's deadline into an instant.
+    private let clock: GameClock
 
-    init(queues: [String: ReplyQueue], configured: Set<String>, fallback: String?, logger: Logger) {
+    init(queues: [String: ReplyQueue], configured: Set<String>, fallback: String?, clock: GameClock, logger: Logger) {
         self.queues = queues
         self.configured = configured
         self.fallback = fallback
+        self.clock = clock
         logged = LoggedReplies(logger: logger)
     }
 
@@ -28,6 +31,10 @@ final class ReplyRouter: PlayerChannel {
             logged.send(reply, from: machine)
             return
         }
-        queue.enqueue(OutboundReply(player: reply.to.accid, machineAccount: machine.imAccount, attach: reply.message.encodedString()))
+        let expires = reply.expires.map { ContinuousClock.now.advanced(by: $0 - clock.now()) }
+        queue.enqueue(
+            OutboundReply(
+                player: reply.to.accid, machineAccount: machine.imAccount, attach: reply.message.encodedString(),
+                priority: reply.priority, expires: expires))
     }
 }
