@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "claw-gateway", targets: ["ClawGateway"]),
+        .executable(name: "claw-bench", targets: ["ClawBench"]),
         .library(name: "Protocol", targets: ["Protocol"]),
     ],
     dependencies: [
@@ -31,7 +32,7 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
-        .target(name: "Protocol"),
+        .target(name: "Protocol", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .executableTarget(
             name: "ClawGateway",
             dependencies: [
@@ -56,6 +57,16 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
+            ]
+        ),
+        // The soak, memory and start-up benchmark: its own binary, not the daemon's.
+        .executableTarget(
+            name: "ClawBench",
+            dependencies: [
+                "Protocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .testTarget(name: "ProtocolTests", dependencies: ["Protocol"]),

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Protocol
 
 /// Operator actions behind `http.admin_token` (Bearer, compared in constant
 /// time). Without a token in the config the routes do not exist.

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Protocol
 import Hummingbird
 import Logging
 import ServiceLifecycle

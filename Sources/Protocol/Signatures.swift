@@ -1,20 +1,19 @@
 import Crypto
-import Foundation
 
 /// The checksums of SPEC §5, and comparing them without leaking timing.
-enum Signatures {
+public enum Signatures {
     /// NetEase message copy: `CheckSum` = hex SHA1(AppSecret + MD5 + CurTime).
-    static func netEaseCopyChecksum(secret: String, md5: String, curTime: String) -> String {
+    public static func netEaseCopyChecksum(secret: String, md5: String, curTime: String) -> String {
         sha1Hex(secret + md5 + curTime)
     }
 
     /// NetEase server API: `CheckSum` = hex SHA1(AppSecret + Nonce + CurTime).
-    static func netEaseAPIChecksum(secret: String, nonce: String, curTime: String) -> String {
+    public static func netEaseAPIChecksum(secret: String, nonce: String, curTime: String) -> String {
         sha1Hex(secret + nonce + curTime)
     }
 
     /// Generic webhook: hex HMAC-SHA256(secret, timestamp + "." + raw body).
-    static func genericSignature(secret: String, timestamp: String, body: some Collection<UInt8>) -> String {
+    public static func genericSignature(secret: String, timestamp: String, body: some Collection<UInt8>) -> String {
         var message = Array(timestamp.utf8)
         message.append(UInt8(ascii: "."))
         message.append(contentsOf: body)
@@ -22,17 +21,17 @@ enum Signatures {
         return hex(code.withUnsafeBytes { Array($0) })
     }
 
-    static func md5Hex(_ bytes: some Collection<UInt8>) -> String {
+    public static func md5Hex(_ bytes: some Collection<UInt8>) -> String {
         hex(Insecure.MD5.hash(data: Array(bytes)))
     }
 
-    static func sha1Hex(_ text: String) -> String {
+    public static func sha1Hex(_ text: String) -> String {
         hex(Insecure.SHA1.hash(data: Array(text.utf8)))
     }
 
     /// Whether two hex strings are equal ignoring case, in time that depends
     /// only on their length.
-    static func hexEqual(_ a: String, _ b: String) -> Bool {
+    public static func hexEqual(_ a: String, _ b: String) -> Bool {
         let x = Array(a.utf8), y = Array(b.utf8)
         guard x.count == y.count else { return false }
         var difference: UInt8 = 0
@@ -49,7 +48,7 @@ enum Signatures {
     }
 
     /// Whether two secrets are equal, in time that depends only on their length.
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    public static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
         let x = Array(a.utf8), y = Array(b.utf8)
         guard x.count == y.count else { return false }
         var difference: UInt8 = 0
@@ -57,7 +56,7 @@ enum Signatures {
         return difference == 0
     }
 
-    static func hex(_ bytes: some Sequence<UInt8>) -> String {
+    public static func hex(_ bytes: some Sequence<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         for byte in bytes {
@@ -68,7 +67,7 @@ enum Signatures {
     }
 
     /// A random hex string, e.g. a NetEase `Nonce`.
-    static func nonce(bytes: Int = 16) -> String {
+    public static func nonce(bytes: Int = 16) -> String {
         var generator = SystemRandomNumberGenerator()
         return hex((0..<bytes).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }

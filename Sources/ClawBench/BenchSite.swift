@@ -1,0 +1,243 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import Protocol
+import Synchronization
+
+/// The processes one benchmark needs on loopback: a mosquitto on a free
+/// port, `claw-gateway run` on a config written for the scenario, and
+/// optionally `claw-gateway simulate` for the machine PCs. Everything is
+/// stopped by PID at the end, and the work folder removed.
+final class BenchSite: Sendable {
+    let gateway: String
+    let directory: URL
+    let brokerPort: Int
+    let httpPort: Int
+    static let secret = "bench-webhook-secret"
+    private let processes = Mutex<[(name: String, pid: pid_t)]>([])
+    private let gateway_ = Mutex<pid_t?>(nil)
+
+    var gatewayPID: pid_t? { gateway_.withLock { $0 } }
+
+    init(gateway: String) throws {
+        self.gateway = gateway
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("claw-bench-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // The broker may drop to its own user: it must be able to read its config.
+        chmod(directory.path, 0o755)
+        brokerPort = try Self.freePort()
+        httpPort = try Self.freePort()
+    }
+
+    var base: String { "http://127.0.0.1:\(httpPort)" }
+    var configPath: String { directory.appendingPathComponent("gateway.yaml").path }
+
+    /// mosquitto with no persistence, logging to a file of ours.
+    func startBroker() throws {
+        let config = directory.appendingPathComponent("mosquitto.conf")
+        try """
+            listener \(brokerPort) 127.0.0.1
+            allow_anonymous true
+            persistence false
+            set_tcp_nodelay true
+            log_dest stderr
+
+            """.write(to: config, atomically: true, encoding: .utf8)
+        chmod(config.path, 0o644)
+        let paths = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto", "/usr/local/sbin/mosquitto"]
+        guard let mosquitto = paths.first(where: FileManager.default.isExecutableFile(atPath:)) else {
+            throw BenchError("mosquitto is not installed: apt-get install -y mosquitto")
+        }
+        try spawn("mosquitto", mosquitto, ["-c", config.path])
+        try waitForPort(brokerPort)
+    }
+
+    /// A gateway.yaml with `machines` machines `m0001`…, the generic
+    /// webhook (replies logged, not sent) and the default game timers.
+    func writeConfig(machines: Int, maxQueue: Int = 200, commandsPerSecond: Int = 20) throws {
+        var yaml = """
+            gateway:
+              id: bench
+              log_level: warning
+            mqtt:
+              url: mqtt://127.0.0.1:\(brokerPort)
+            http:
+              listen: 127.0.0.1:\(httpPort)
+            im:
+              generic:
+                secret: \(Self.secret)
+            game:
+              max_queue: \(maxQueue)
+              max_commands_per_second: \(commandsPerSecond)
+            storage:
+              path: \(directory.appendingPathComponent("gateway.sqlite").path)
+            machines:
+
+            """
+        for index in 1...machines {
+            yaml += "  - { id: \(Self.machine(index)), cameras: [{ id: \"1\" }] }\n"
+        }
+        try yaml.write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    static func machine(_ index: Int) -> String {
+        "m" + String(repeating: "0", count: max(0, 4 - String(index).count)) + String(index)
+    }
+
+    func startGateway() throws {
+        let pid = try spawn("gateway", gateway, ["run", "--config", configPath])
+        gateway_.withLock { $0 = pid }
+    }
+
+    /// PCs that ack at once and report a result a second after each grab.
+    func startSimulator() throws {
+        try spawn("simulate", gateway, ["simulate", "--config", configPath, "--ack-delay", "0s", "--result-delay", "1s"])
+    }
+
+    @discardableResult
+    private func spawn(_ name: String, _ path: String, _ arguments: [String]) throws -> pid_t {
+        let log = directory.appendingPathComponent("\(name).log").path
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        guard rc == 0 else { throw BenchError("cannot start \(path): \(String(cString: strerror(rc)))") }
+        processes.withLock { $0.append((name, pid)) }
+        return pid
+    }
+
+    /// The last lines a process of the site logged, to say why a run failed.
+    func logTail(_ name: String, lines: Int = 20) -> String {
+        let text = (try? String(contentsOf: directory.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
+    }
+
+    /// SIGTERM to each, newest first; SIGKILL after 10 s.
+    func stop() {
+        let started = processes.withLock { processes in
+            defer { processes.removeAll() }
+            return processes
+        }
+        for (_, pid) in started.reversed() {
+            kill(pid, SIGTERM)
+            var status: Int32 = 0
+            for _ in 0..<1000 where waitpid(pid, &status, WNOHANG) == 0 { usleep(10_000) }
+            if waitpid(pid, &status, WNOHANG) == 0 {
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+            }
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Resident set size of a process from /proc, in bytes: `VmRSS` or the peak `VmHWM`.
+    static func memory(pid: pid_t, peak: Bool) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        let field = peak ? "VmHWM:" : "VmRSS:"
+        for line in status.split(separator: "\n") where line.hasPrefix(field) {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]).map { $0 * 1024 }
+        }
+        return nil
+    }
+
+    // MARK: HTTP
+
+    /// A signed generic notification (SPEC §5).
+    func notification(from player: String, to machine: String, _ attach: String) -> HTTPClientRequest {
+        let body = JSONObjectWriter.object(["from": player, "to": machine, "attach": attach])
+        let timestamp = String(Int64(Date().timeIntervalSince1970))
+        var request = HTTPClientRequest(url: base + "/v1/notifications")
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "X-Claw-Timestamp", value: timestamp)
+        request.headers.add(name: "X-Claw-Signature", value: Signatures.genericSignature(secret: Self.secret, timestamp: timestamp, body: body))
+        request.body = .bytes(ByteBuffer(bytes: body))
+        return request
+    }
+
+    /// The answer's fields, as text.
+    static func fields(_ body: ByteBuffer) -> [String: String] {
+        var fields: [String: String] = [:]
+        for field in (try? JSONObjectReader.fields(in: body.readableBytesView)) ?? [] {
+            switch field.value {
+            case .string(let text): fields[field.key] = text
+            case .number(let number): fields[field.key] = number.text
+            default: break
+            }
+        }
+        return fields
+    }
+
+    func waitReady(_ http: HTTPClient, pollEvery: Duration = .milliseconds(20)) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            if let response = try? await http.execute(HTTPClientRequest(url: base + "/readyz"), timeout: .seconds(1)),
+                response.status == .ok
+            {
+                return
+            }
+            try await Task.sleep(for: pollEvery)
+        }
+        throw BenchError("the gateway did not become ready; its log:\n" + logTail("gateway"))
+    }
+
+    /// Until the simulated PCs have every machine online.
+    func waitOnline(_ http: HTTPClient, count: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let response = try await http.execute(HTTPClientRequest(url: base + "/v1/machines"), timeout: .seconds(10))
+            let body = String(buffer: try await response.body.collect(upTo: 1 << 24))
+            if body.components(separatedBy: #""online":true"#).count - 1 >= count { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw BenchError("the simulated machines did not come online; the simulator's log:\n" + logTail("simulate"))
+    }
+
+    private func waitForPort(_ port: Int) throws {
+        for _ in 0..<1000 {
+            if Self.canConnect(port) { return }
+            usleep(10_000)
+        }
+        throw BenchError("nothing listens on port \(port); the broker's log:\n" + logTail("mosquitto"))
+    }
+
+    private static func canConnect(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw BenchError("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
