@@ -37,7 +37,8 @@ struct Gateway {
         let channel = players ?? ReplyRouter(
                 queues: queues, configured: config.im.providers, fallback: config.im.defaultProvider, clock: clock, logger: logger)
         let environment = MachineEnvironment(
-            clock: clock, publisher: mqtt, players: channel, writer: writer, deadlines: Deadlines(), logger: logger)
+            clock: clock, publisher: mqtt, players: channel, writer: writer, deadlines: Deadlines(),
+            limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger)
         let arcade = try Arcade(config: config, environment: environment)
         writer.start(arcade.storageMachines)
         let mqttService = MQTTService(

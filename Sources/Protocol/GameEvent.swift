@@ -15,6 +15,10 @@ public enum EventType: String, Sendable, Codable, CaseIterable {
     case gameEnded = "game_ended"
     /// Operator actions.
     case paused, resumed, skipped, removed
+    /// The PC missed `game.suspect_after` acks in a row; no new turn is offered.
+    case suspect
+    /// An ack or a fresh `online` from the PC cleared `suspect`.
+    case suspectCleared = "suspect_cleared"
 }
 
 /// How a game (an offered turn) ended, as recorded (SPEC §3).

@@ -37,8 +37,11 @@ public struct PlayerRequest: Sendable, Equatable {
     /// The player's serial, echoed in replies that answer this request.
     public var serial: Int64?
 
-    /// The longest nickname a player may give when joining, in characters.
-    public static let maxNickLength = 64
+    /// The longest nickname a player may give when joining, in UTF-8 bytes
+    /// (32 CJK characters): it goes into every snapshot and record, so it is
+    /// bounded in bytes, not characters (one character can carry thousands
+    /// of combining marks).
+    public static let maxNickBytes = 96
 
     public init(command: PlayerCommand, serial: Int64?) {
         self.command = command
@@ -96,11 +99,12 @@ public struct PlayerRequest: Sendable, Equatable {
 
     private static func nickname(_ data: String?) throws(WireError) -> String? {
         guard let trimmed = data?.trimmingSpaces, !trimmed.isEmpty else { return nil }
-        guard trimmed.count <= maxNickLength else {
-            throw WireError(.invalidPayload, "A nickname may have at most \(maxNickLength) characters.")
+        guard trimmed.utf8.count <= maxNickBytes else {
+            throw WireError(.invalidPayload, "A nickname may have at most \(maxNickBytes) bytes in UTF-8 (32 Chinese characters).")
         }
-        guard !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw WireError(.invalidPayload, "A nickname may not contain control characters.")
+        guard !PlayerText.hasHiddenCharacters(trimmed) else {
+            throw WireError(
+                .invalidPayload, "A nickname may not contain control or invisible formatting characters (such as bidi overrides or zero-width spaces).")
         }
         return trimmed
     }
@@ -112,5 +116,25 @@ extension String {
         while let first = scalars.first, first.isWhitespace { scalars.removeFirst() }
         while let last = scalars.last, last.isWhitespace { scalars.removeLast() }
         return String(scalars)
+    }
+}
+
+/// What text a player supplies (accounts, nicknames) may contain: it ends up
+/// in snapshots, records, the dashboard and logs, where others read it.
+public enum PlayerText {
+    /// The longest player account accepted, in UTF-8 bytes.
+    public static let maxAccountBytes = 128
+
+    /// Whether `text` has characters that can break a line or hide, reorder
+    /// or disguise what others see: control characters, format characters
+    /// (bidi overrides, zero-width spaces and joiners), line and paragraph
+    /// separators.
+    public static func hasHiddenCharacters(_ text: String) -> Bool {
+        text.unicodeScalars.contains { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator: true
+            default: false
+            }
+        }
     }
 }

@@ -16,6 +16,9 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
     public var online: Bool
     /// Set by an operator: the queue is kept and no turn is offered.
     public var paused: Bool
+    /// The PC missed `game.suspect_after` acks in a row: no new turn is
+    /// offered until an ack or a fresh `online` from it.
+    public var suspect: Bool
     /// The player offered the turn or playing; null otherwise.
     public var player: CurrentPlayer?
     public var waiting: [WaitingPlayer]
@@ -23,7 +26,7 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
     public var length: Int
 
     public init(
-        machine: String, seq: Int64, state: MachineStatus, online: Bool, paused: Bool,
+        machine: String, seq: Int64, state: MachineStatus, online: Bool, paused: Bool, suspect: Bool = false,
         player: CurrentPlayer?, waiting: [WaitingPlayer]
     ) {
         self.machine = machine
@@ -31,13 +34,14 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
         self.state = state
         self.online = online
         self.paused = paused
+        self.suspect = suspect
         self.player = player
         self.waiting = waiting
         self.length = waiting.count
     }
 
     private enum CodingKeys: String, CodingKey {
-        case machine, seq, state, online, paused, player, waiting, length
+        case machine, seq, state, online, paused, suspect, player, waiting, length
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -47,6 +51,7 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
         try container.encode(state, forKey: .state)
         try container.encode(online, forKey: .online)
         try container.encode(paused, forKey: .paused)
+        try container.encode(suspect, forKey: .suspect)
         // `player` is always present: null says nobody holds the machine.
         try container.encode(player, forKey: .player)
         try container.encode(waiting, forKey: .waiting)
@@ -94,6 +99,7 @@ extension QueueSnapshot {
         JSONText.appendField("state", string: state.rawValue, to: &out)
         JSONText.appendField("online", bool: online, to: &out)
         JSONText.appendField("paused", bool: paused, to: &out)
+        JSONText.appendField("suspect", bool: suspect, to: &out)
         out.append(contentsOf: #","player":"#.utf8)
         if let player {
             out.append(contentsOf: #"{"accid":"#.utf8)

@@ -55,11 +55,24 @@ struct PlayerRequestTests {
         }
     }
 
-    @Test("a nickname longer than 64 characters is refused")
+    @Test("a nickname is bounded in UTF-8 bytes, not characters")
     func longNick() {
-        let nick = String(repeating: "字", count: 65)
+        let nick = String(repeating: "字", count: 33)  // 99 bytes
         #expect(throws: WireError.self) { try request(#"{"command":6,"data":"\#(nick)"}"#) }
         #expect((try? request(#"{"command":6,"data":"\#(String(nick.dropFirst()))"}"#)) != nil)
+        // One character of about 60 KB: "a" and 30,000 combining marks.
+        let heavy = "a" + String(repeating: "\u{0301}", count: 30_000)
+        #expect(heavy.count == 1)
+        #expect(throws: WireError.self) { try request(#"{"command":6,"data":"\#(heavy)"}"#) }
+    }
+
+    @Test(
+        "a nickname with control or invisible formatting characters is refused",
+        arguments: ["evil\u{202E}gnp.exe", "zero\u{200B}width", "join\u{200D}er", "line\u{2028}break", "para\u{2029}graph", "bell\u{7}"])
+    func hiddenCharacters(_ nick: String) {
+        let json = String(decoding: WireMessage(.join, data: nick).encoded(), as: UTF8.self)
+        #expect(throws: WireError.self) { try request(json) }
+        #expect(PlayerText.hasHiddenCharacters(nick))
     }
 
     @Test("a camera the machine does not have is invalid_payload")

@@ -69,7 +69,7 @@ private struct Schema {
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
         let http = readHTTP(top.section("http", keys: ["listen", "admin_token"]))
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
-        let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events"]))
+        let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after"]))
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
         let machines = readMachines(top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix)
         guard let gateway, let mqtt, let http, let machines else { return nil }
@@ -170,6 +170,7 @@ private struct Schema {
         game.maxCommandsPerSecond = section.int("max_commands_per_second", default: game.maxCommandsPerSecond, in: 1...10_000)
         game.relayAcks = section.bool("relay_acks", default: game.relayAcks)
         game.commandEvents = section.bool("command_events", default: game.commandEvents)
+        game.suspectAfter = section.int("suspect_after", default: game.suspectAfter, in: 0...1000)
         return game
     }
 

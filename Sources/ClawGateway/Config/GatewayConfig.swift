@@ -93,6 +93,9 @@ struct GameSettings: Sendable, Equatable {
     /// `ack` event for every ack: several messages per move, for diagnosing
     /// a PC. They are counted in the metrics either way.
     var commandEvents: Bool = false
+    /// Ack timeouts in a row before the machine is `suspect` and offers no
+    /// new turn; 0 never.
+    var suspectAfter: Int = 3
 }
 
 struct StorageSettings: Sendable {

@@ -20,16 +20,16 @@ final class Arcade: Sendable {
     /// In config order; a machine's index is its place here.
     let machines: [Machine]
     let topics: Topics
+    let settings: GameSettings
     let writer: StorageWriter
     let deadlines: Deadlines
+    let limits: PlayerLimits
     private let clock: GameClock
     private let byID: [String: Machine]
     private let byAccount: [String: Machine]
     /// Every topic the gateway subscribes to, and whose it is.
     private let byTopic: [String: (Machine, MachineTopic)]
 
-    /// The longest player account accepted.
-    static let maxAccountLength = 128
 
     /// How long a request that changed the queue waits for its write before
     /// it is answered `gateway_unavailable`.
@@ -37,8 +37,10 @@ final class Arcade: Sendable {
 
     init(config: GatewayConfig, environment: MachineEnvironment) throws(StorageError) {
         topics = config.topics
+        settings = config.game
         writer = environment.writer
         deadlines = environment.deadlines
+        limits = environment.limits
         clock = environment.clock
         var machines: [Machine] = []
         for (index, machine) in config.machines.enumerated() {
@@ -86,6 +88,11 @@ final class Arcade: Sendable {
         return .rejected(Self.notSavedInTime)
     }
 
+    /// The refusal of a notification over the sender's budget.
+    static func overBudget(_ settings: GameSettings) -> WireError {
+        WireError(.rateLimited, "At most \(settings.maxCommandsPerSecond) notifications a second from one player; slow down.")
+    }
+
     /// The answer to a request whose change could not be saved in time.
     static let notSavedInTime = WireError(
         .gatewayUnavailable,
@@ -96,6 +103,16 @@ final class Arcade: Sendable {
     func handleNow(_ notification: PlayerNotification) -> (RequestOutcome, StorageWriter.Ticket?) {
         let machine = machine(notification.to)
         let player = PlayerAddress(accid: notification.from, provider: notification.provider)
+        // The budget comes before anything else, even a bad payload: a flood
+        // costs one lookup per notification and reaches no machine.
+        let now = clock.now()
+        guard limits.admit(notification.from, now: now) else {
+            machine?.countOverBudget()
+            if let machine, !notification.from.isEmpty, limits.mayRefuse(notification.from, code: .rateLimited, now: now) {
+                machine.tellOverBudget(player, serial: (try? WireMessage.decode(notification.attach))?.serial)
+            }
+            return (.rejected(Self.overBudget(settings)), nil)
+        }
         var message: WireMessage?
         do throws(WireError) {
             try Self.checkAccount(notification.from)
@@ -150,10 +167,10 @@ final class Arcade: Sendable {
     }
 
     private static func checkAccount(_ accid: String) throws(WireError) {
-        guard !accid.isEmpty, accid.utf8.count <= maxAccountLength,
-            !accid.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else {
-            throw WireError(.invalidPayload, "The sender account must be 1 to \(maxAccountLength) bytes without control characters.")
+        guard !accid.isEmpty, accid.utf8.count <= PlayerText.maxAccountBytes, !PlayerText.hasHiddenCharacters(accid) else {
+            throw WireError(
+                .invalidPayload,
+                "The sender account must be 1 to \(PlayerText.maxAccountBytes) bytes without control or invisible formatting characters.")
         }
     }
 }

@@ -240,9 +240,37 @@ final class Machine: Sendable {
             case .snapshot(let snapshot):
                 publish(snapshot)
             case .reply(let reply):
-                environment.players.send(reply, from: config)
+                send(reply)
             }
         }
+    }
+
+    /// Sends a reply, unless it is a refusal of a code the player was
+    /// already sent within the last second.
+    private func send(_ reply: PlayerReply) {
+        if reply.message.code == .error, let code = reply.message.data.flatMap(ErrorCode.init(rawValue:)),
+            !environment.limits.mayRefuse(reply.to.accid, code: code, now: environment.clock.now())
+        {
+            metrics.refusalsHeldBack.increment()
+            return
+        }
+        environment.players.send(reply, from: config)
+    }
+
+    /// Counts a notification for this machine dropped over its sender's budget.
+    func countOverBudget() {
+        metrics.dropped(.rateLimited)
+    }
+
+    /// Tells a player whose notification was over their budget (SPEC §2):
+    /// no transition, no event; the arcade sends this at most once a second.
+    func tellOverBudget(_ player: PlayerAddress, serial: Int64?) {
+        let error = Arcade.overBudget(settings)
+        environment.players.send(
+            PlayerReply(
+                to: player, message: WireMessage(.error, data: error.code.rawValue, serial: serial, message: error.message),
+                priority: .normal, expires: nil),
+            from: config)
     }
 
     private func publish(_ event: GameEvent) {

@@ -30,6 +30,8 @@ struct MachineEnvironment: Sendable {
     var players: any PlayerChannel
     var writer: StorageWriter
     var deadlines: Deadlines
+    /// Every player's budget and refusals, across the machines.
+    var limits: PlayerLimits
     var logger: Logger
     /// Unique to this run of the gateway: session ids are this and a counter.
     var sessionPrefix: String = Self.randomSessionPrefix()

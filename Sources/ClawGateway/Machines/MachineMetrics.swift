@@ -8,6 +8,8 @@ struct MachineMetrics: Sendable {
     let ackTimeouts: Counter
     /// Commands decided but not published (the broker went away in between).
     let commandsLost: Counter
+    /// Refusals not sent because the player had one of that code within a second.
+    let refusalsHeldBack: Counter
     private let ackLatency: CoreMetrics.Timer
     private let dropped: [ErrorCode: Counter]
     private let games: [GameOutcome: Counter]
@@ -16,6 +18,7 @@ struct MachineMetrics: Sendable {
         forwarded = Counter(label: "claw_commands_forwarded_total", dimensions: [("machine", machine)])
         ackTimeouts = Counter(label: "claw_ack_timeouts_total", dimensions: [("machine", machine)])
         commandsLost = Counter(label: "claw_commands_lost_total", dimensions: [("machine", machine)])
+        refusalsHeldBack = Counter(label: "claw_refusals_held_back_total", dimensions: [("machine", machine)])
         ackLatency = CoreMetrics.Timer(label: "claw_ack_latency_seconds", preferredDisplayUnit: .seconds)
         dropped = Dictionary(
             uniqueKeysWithValues: ErrorCode.allCases.map { code in
@@ -27,6 +30,11 @@ struct MachineMetrics: Sendable {
             })
     }
 
+    /// A request refused with `code`.
+    func dropped(_ code: ErrorCode) {
+        dropped[code]?.increment()
+    }
+
     /// Counts what an event says: commands forwarded and dropped, ack latency
     /// and timeouts, games by outcome.
     func record(_ event: GameEvent) {
@@ -34,7 +42,7 @@ struct MachineMetrics: Sendable {
         case .command:
             forwarded.increment()
         case .dropped:
-            if let code = event.reason.flatMap(ErrorCode.init(rawValue:)) { dropped[code]?.increment() }
+            if let code = event.reason.flatMap(ErrorCode.init(rawValue:)) { self.dropped(code) }
         case .ack:
             if let latency = event.latencyMs { ackLatency.recordNanoseconds(Int64(latency * 1_000_000)) }
         case .ackTimeout:

@@ -42,6 +42,9 @@ extension MachineState {
     /// The PC's (or camera switch's) command 5 for the gateway serial `serial`.
     mutating func ack(serial: Int64, data: String?, _ context: TransitionContext) -> Step<Void> {
         var fx = Effects(context)
+        // Any ack, even a late one, shows the PC is there.
+        acksMissedInARow = 0
+        clearSuspect(&fx)
         guard let pending = acks.remove(serial) else {
             // Late (after its timeout), repeated, or not ours: nothing waits for it.
             return finish((), &fx)
@@ -74,10 +77,20 @@ extension MachineState {
     }
 
     private mutating func goOnline(_ fx: inout Effects) {
+        // A fresh `online` clears a suspect machine, whether it was offline or not.
+        acksMissedInARow = 0
+        clearSuspect(&fx)
         guard link != .online else { return }
         link = .online
         fx.snapshotChanged = true
         emit(.online, &fx)
+    }
+
+    private mutating func clearSuspect(_ fx: inout Effects) {
+        guard suspect else { return }
+        suspect = false
+        fx.snapshotChanged = true
+        emit(.suspectCleared, &fx)
     }
 
     /// The PC is gone: its game ends and its pending acks will never come.
@@ -136,6 +149,12 @@ extension MachineState {
                 $0.command = pending.command.description
                 $0.serial = serial
                 $0.playerSerial = pending.playerSerial
+            }
+            acksMissedInARow += 1
+            if settings.suspectAfter > 0, acksMissedInARow >= settings.suspectAfter, !suspect {
+                suspect = true
+                fx.snapshotChanged = true
+                emit(.suspect, &fx)
             }
         }
         return finish((), &fx)

@@ -41,7 +41,6 @@ struct MachineState: Sendable {
         var commands = 0
         /// Player serials already forwarded: IM copies can come twice.
         var serials = SerialWindow()
-        var bucket: TokenBucket
     }
 
     /// Whose turn it is.
@@ -84,6 +83,10 @@ struct MachineState: Sendable {
     let settings: GameSettings
     var link: Link = .offline
     var paused: Bool
+    /// The PC missed ``GameSettings/suspectAfter`` acks in a row: no new turn
+    /// is offered until an ack or a fresh `online` from it (SPEC §3).
+    var suspect = false
+    var acksMissedInARow = 0
     var waiting: [QueueEntry]
     var phase: Phase = .idle
     /// Of the retained snapshot; durable, so it keeps increasing across restarts.
@@ -122,7 +125,7 @@ struct MachineState: Sendable {
     /// The retained snapshot of this state (SPEC §4).
     func snapshot(at now: Moment) -> QueueSnapshot {
         QueueSnapshot(
-            machine: id, seq: snapshotSeq, state: status, online: online, paused: paused,
+            machine: id, seq: snapshotSeq, state: status, online: online, paused: paused, suspect: suspect,
             player: phase.turn.map { turn in
                 CurrentPlayer(
                     accid: turn.player.accid, nick: turn.player.nick, session: turn.session,
@@ -206,15 +209,13 @@ struct MachineState: Sendable {
 
     /// Offers the head of the queue the turn when the machine is free.
     mutating func offerNextTurn(_ fx: inout Effects) {
-        guard case .idle = phase, online, !paused, !waiting.isEmpty else { return }
+        guard case .idle = phase, online, !paused, !suspect, !waiting.isEmpty else { return }
         let entry = waiting.removeFirst()
         fx.queueMoved(from: 0)
         sessionsMade += 1
         let session = "\(sessionPrefix)\(sessionsMade)"
         let deadline = fx.now.uptime + settings.acceptTimeout
-        let turn = Turn(
-            player: entry, session: session, deadline: deadline, offeredAt: fx.now.wall,
-            bucket: TokenBucket(perSecond: settings.maxCommandsPerSecond, now: fx.now.uptime))
+        let turn = Turn(player: entry, session: session, deadline: deadline, offeredAt: fx.now.wall)
         phase = .offered(turn)
         fx.writes.append(.dequeue(machine: id, accid: entry.accid))
         fx.writes.append(.game(record(turn, endedAt: nil, outcome: nil)))

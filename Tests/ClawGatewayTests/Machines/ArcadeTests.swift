@@ -50,7 +50,7 @@ import Testing
         await game.stop()
     }
 
-    @Test(arguments: ["", String(repeating: "x", count: 129), "bad\u{7}id"])
+    @Test(arguments: ["", String(repeating: "x", count: 129), String(repeating: "字", count: 43), "bad\u{7}id", "rtl\u{202E}id", "zw\u{200B}id"])
     func badSenderAccountsAreRefused(account: String) async throws {
         let game = try await GameHarness.online()
         #expect(await game.send(account, #"{"command":6}"#).rejectedCode == .invalidPayload)

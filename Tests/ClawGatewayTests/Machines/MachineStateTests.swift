@@ -221,16 +221,6 @@ import Testing
         #expect(game.state.phase.turn?.serials.count == SerialWindow.capacity)
     }
 
-    @Test func commandsBeyondTheRateAreRefusedUntilTheBucketRefills() throws {
-        var game = PureGame(settings: GameSettings(maxCommandsPerSecond: 3))
-        try game.play("alice")
-        for serial in 1...3 { #expect(game.move("alice", serial: Int64(serial)).rejectedCode == nil) }
-        #expect(game.move("alice", serial: 4).rejectedCode == .rateLimited)
-        game.advance(by: .milliseconds(340))
-        #expect(game.move("alice", serial: 5).rejectedCode == nil)
-        #expect(game.move("alice", serial: 6).rejectedCode == .rateLimited)
-    }
-
     @Test func whileTheBrokerIsAwayACommandIsRefusedAndItsSerialNotUsedUp() throws {
         var game = PureGame()
         try game.play("alice")
@@ -353,6 +343,53 @@ import Testing
         #expect(event.latencyMs == 25)
         #expect(event.command == "move")
         #expect(game.ack(serial).effects.isEmpty, "a repeated ack is not counted twice")
+    }
+
+    @Test func missedAcksInARowMakeTheMachineSuspectAndAnAckClearsIt() throws {
+        var game = PureGame(settings: GameSettings(playTimeout: .seconds(3600), suspectAfter: 3))
+        try game.play("alice")
+        game.join("bob")
+        for serial in 1...3 { game.move("alice", serial: Int64(serial)) }
+        // The coins and three moves go unacked: the fourth timeout makes it suspect… after the third.
+        let timeouts = game.advance(by: .seconds(3))
+        #expect(timeouts.events(.ackTimeout).count == 4)
+        #expect(timeouts.events(.suspect).count == 1)
+        #expect(game.snapshot.suspect)
+        #expect(timeouts.snapshots.last?.suspect == true)
+        #expect(game.status == .playing, "the game in progress goes on")
+        // No new turn while suspect.
+        game.send("alice", #"{"command":2,"serial":9}"#)
+        game.advance(by: .seconds(3))
+        let result = game.result(true)
+        #expect(result.offer(to: "bob") == nil)
+        #expect(game.status == .idle)
+        // Any ack clears it, and the waiting player is offered the turn at once.
+        let ack = game.ack(1003)
+        #expect(ack.eventTypes.prefix(1) == [.suspectCleared])
+        #expect(ack.offer(to: "bob") != nil)
+        #expect(!game.snapshot.suspect)
+    }
+
+    @Test func aFreshOnlineClearsSuspectAndOneAckResetsTheCount() throws {
+        var game = PureGame(settings: GameSettings(playTimeout: .seconds(3600), suspectAfter: 2))
+        try game.play("alice")
+        game.advance(by: .seconds(3))  // the coins: one timeout
+        game.move("alice", serial: 1)
+        game.ack(1002)  // answered: the count starts again
+        game.move("alice", serial: 2)
+        #expect(game.advance(by: .seconds(3)).events(.suspect).isEmpty, "one in a row after the ack")
+        game.move("alice", serial: 3)
+        #expect(game.advance(by: .seconds(3)).events(.suspect).count == 1)
+        let online = game.presence(.online)
+        #expect(online.eventTypes == [.suspectCleared])
+        #expect(!game.snapshot.suspect)
+    }
+
+    @Test func suspectAfterZeroNeverSuspects() throws {
+        var game = PureGame(settings: GameSettings(playTimeout: .seconds(3600), suspectAfter: 0))
+        try game.play("alice")
+        for serial in 1...10 { game.move("alice", serial: Int64(serial)) }
+        #expect(game.advance(by: .seconds(3)).events(.suspect).isEmpty)
     }
 
     @Test func acksAreNotRelayedByDefault() throws {

@@ -92,7 +92,8 @@ final class GameHarness: Sendable {
         writer = StorageWriter(store: store, logger: Logger(label: "test"))
         let environment = MachineEnvironment(
             clock: .following(clock, from: Self.epoch), publisher: publisher, players: players, writer: writer,
-            deadlines: Deadlines(), logger: Logger(label: "test"), sessionPrefix: prefix)
+            deadlines: Deadlines(), limits: PlayerLimits(perSecond: settings.maxCommandsPerSecond), logger: Logger(label: "test"),
+            sessionPrefix: prefix)
         arcade = try Arcade(config: Self.config(settings: settings), environment: environment)
         if startWriter { writer.start(arcade.storageMachines) }
     }
