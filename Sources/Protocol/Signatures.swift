@@ -14,8 +14,18 @@ public enum Signatures {
 
     /// Generic webhook: hex HMAC-SHA256(secret, timestamp + "." + raw body).
     public static func genericSignature(secret: String, timestamp: String, body: some Collection<UInt8>) -> String {
-        var message = Array(timestamp.utf8)
-        message.append(UInt8(ascii: "."))
+        hmac(secret: secret, parts: [Array(timestamp.utf8), [UInt8(ascii: ".")]], body: body)
+    }
+
+    /// Generic replies: hex HMAC-SHA256(secret, "reply." + timestamp + "." +
+    /// raw body). The prefix keeps a captured reply from ever verifying as a
+    /// notification (SPEC §5).
+    public static func genericReplySignature(secret: String, timestamp: String, body: some Collection<UInt8>) -> String {
+        hmac(secret: secret, parts: [Array("reply.".utf8), Array(timestamp.utf8), [UInt8(ascii: ".")]], body: body)
+    }
+
+    private static func hmac(secret: String, parts: [[UInt8]], body: some Collection<UInt8>) -> String {
+        var message = parts.flatMap { $0 }
         message.append(contentsOf: body)
         let code = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Array(secret.utf8)))
         return hex(code.withUnsafeBytes { Array($0) })

@@ -15,9 +15,23 @@ enum HTTPServer {
         var now: @Sendable () -> Date = { Date() }
         /// The message ids already seen, shared by the router and the fast path.
         var recentMessages = RecentIDs()
+        /// The generic notifications already accepted, shared likewise.
+        var replays: ReplayGuard
+
+        init(
+            config: GatewayConfig, arcade: Arcade, isBrokerConnected: @escaping @Sendable () -> Bool,
+            metrics: (@Sendable () -> String)?, now: @escaping @Sendable () -> Date = { Date() }
+        ) {
+            self.config = config
+            self.arcade = arcade
+            self.isBrokerConnected = isBrokerConnected
+            self.metrics = metrics
+            self.now = now
+            replays = ReplayGuard(window: config.im.generic?.maxClockSkew ?? .seconds(300))
+        }
 
         func ingress(logger: Logger) -> Ingress {
-            Ingress(arcade: arcade, im: config.im, recentMessages: recentMessages, logger: logger, now: now)
+            Ingress(arcade: arcade, im: config.im, recentMessages: recentMessages, replays: replays, logger: logger, now: now)
         }
     }
 

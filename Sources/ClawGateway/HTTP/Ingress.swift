@@ -35,6 +35,8 @@ struct Ingress: Sendable {
     let arcade: Arcade
     let im: IMSettings
     let recentMessages: RecentIDs
+    /// Generic notifications already accepted, against replays.
+    let replays: ReplayGuard
     let logger: Logger
     let now: @Sendable () -> Date
 
@@ -145,14 +147,23 @@ struct Ingress: Sendable {
             GatewayMetrics.notification(provider: "generic", result: "unauthorized")
             return .now(.error(.unauthorized, code: "unauthorized", "The signature does not match; check im.generic.secret."))
         }
+        let now = now()
         guard let seconds = Int64(timestamp),
-            ClockSkew.within(settings.maxClockSkew, sent: Date(timeIntervalSince1970: Double(seconds)), now: now())
+            ClockSkew.within(settings.maxClockSkew, sent: Date(timeIntervalSince1970: Double(seconds)), now: now)
         else {
             GatewayMetrics.notification(provider: "generic", result: "unauthorized")
             return .now(
                 .error(
                     .unauthorized, code: "unauthorized",
                     "\(GenericEnvelope.timestampHeader) must be Unix seconds within the allowed clock skew."))
+        }
+        guard replays.accept(signature: signature, timestamp: seconds, now: now) else {
+            GatewayMetrics.notification(provider: "generic", result: "replayed")
+            logger.warning("Generic notification replayed", metadata: ["http.reason": "the same signed bytes were already accepted"])
+            return .now(
+                .error(
+                    .conflict, code: "replayed",
+                    "These signed bytes were already accepted; send each notification once, with its own timestamp and signature."))
         }
         guard let envelope = GenericEnvelope.decode(body) else {
             GatewayMetrics.notification(provider: "generic", result: "malformed")
@@ -186,6 +197,8 @@ struct Ingress: Sendable {
                 return .error(.unprocessableContent, code: error.code.rawValue, error.message)
             case .unknownMachine:
                 return .error(.notFound, code: error.code.rawValue, error.message)
+            case .rateLimited:
+                return .error(.tooManyRequests, code: error.code.rawValue, error.message)
             default:
                 return ok([("code", .string(error.code.rawValue)), ("message", .string(error.message)), ("result", "rejected")])
             }

@@ -4,8 +4,10 @@ import NIOCore
 import Protocol
 
 /// Replies of the generic provider: the same messages as NetEase's, POSTed
-/// as `{"from","to","attach"}` to `im.generic.outbound_url`, signed the way
-/// the generic ingress is (`X-Claw-Timestamp`, `X-Claw-Signature`).
+/// as `{"from","to","attach"}` to `im.generic.outbound_url`, with
+/// `X-Claw-Timestamp` and `X-Claw-Signature` like the ingress, but signed
+/// over `"reply." + timestamp + "." + body` (SPEC §5) so that a reply can
+/// never pass for a notification.
 struct GenericReplies: ReplyDelivery {
     let settings: GenericSettings
     let url: String
@@ -14,7 +16,7 @@ struct GenericReplies: ReplyDelivery {
 
     func deliver(_ reply: OutboundReply) async -> ReplyResult {
         let request = GenericEnvelope.signedRequest(
-            url: url, secret: settings.secret, from: reply.machineAccount, to: reply.player, attach: reply.attach)
+            url: url, secret: settings.secret, from: reply.machineAccount, to: reply.player, attach: reply.attach, as: .reply)
         do {
             let response = try await client.execute(request, timeout: .nanoseconds(Int64(settings.replyTimeout.seconds * 1e9)))
             _ = try await response.body.collect(upTo: 64 * 1024)
@@ -30,16 +32,30 @@ enum GenericEnvelope {
     static let timestampHeader = "X-Claw-Timestamp"
     static let signatureHeader = "X-Claw-Signature"
 
-    /// A POST of the envelope to `url`, signed with `secret` (SPEC §5): both
-    /// the outbound replies and `notify` send these.
-    static func signedRequest(url: String, secret: String, from: String, to: String, attach: String) -> HTTPClientRequest {
+    /// What a signed envelope is: each is signed over a different string.
+    enum Purpose {
+        /// A player's notification to the gateway (`notify`, tests).
+        case notification
+        /// A reply to a player from the gateway.
+        case reply
+    }
+
+    /// A POST of the envelope to `url`, signed with `secret` (SPEC §5).
+    static func signedRequest(
+        url: String, secret: String, from: String, to: String, attach: String, as purpose: Purpose = .notification
+    ) -> HTTPClientRequest {
         let body = encode(from: from, to: to, attach: attach)
         let timestamp = String(Int64(Date().timeIntervalSince1970))
+        let signature =
+            switch purpose {
+            case .notification: Signatures.genericSignature(secret: secret, timestamp: timestamp, body: body)
+            case .reply: Signatures.genericReplySignature(secret: secret, timestamp: timestamp, body: body)
+            }
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: timestampHeader, value: timestamp)
-        request.headers.add(name: signatureHeader, value: Signatures.genericSignature(secret: secret, timestamp: timestamp, body: body))
+        request.headers.add(name: signatureHeader, value: signature)
         request.body = .bytes(ByteBuffer(bytes: body))
         return request
     }

@@ -29,7 +29,7 @@ enum GatewayMetrics {
     /// What a notification can become: made up front, read without a lock.
     private static let notifications: [String: [String: Counter]] = {
         let results =
-            ["unauthorized", "malformed", "address_check", "ignored", "duplicate", "forwarded", "queued", "offered", "accepted", "declined", "left"]
+            ["unauthorized", "malformed", "address_check", "ignored", "duplicate", "replayed", "forwarded", "queued", "offered", "accepted", "declined", "left"]
             + ErrorCode.allCases.map(\.rawValue)
         return Dictionary(
             uniqueKeysWithValues: ["netease", "generic"].map { provider in

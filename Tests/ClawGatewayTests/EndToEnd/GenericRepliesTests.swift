@@ -10,7 +10,8 @@ import Testing
 
 extension HeavySuites {
     /// The generic provider's outbound replies, received by a local HTTP server
-    /// that checks their signature the way an app server would.
+    /// that checks their signature the way an app server would: over
+    /// "reply." + timestamp + "." + body, never the notification's string.
     @Suite struct GenericRepliesTests {
         @Test func repliesArePostedSignedAndFailuresReported() async throws {
             let secret = "outbound-secret"
@@ -21,8 +22,11 @@ extension HeavySuites {
                 var request = request
                 let body = Array(try await request.collectBody(upTo: 1 << 16).readableBytesView)
                 let timestamp = request.header(GenericEnvelope.timestampHeader) ?? ""
-                let expected = Signatures.genericSignature(secret: secret, timestamp: timestamp, body: body)
-                received.append((String(decoding: body, as: UTF8.self), request.header(GenericEnvelope.signatureHeader) == expected))
+                let signature = request.header(GenericEnvelope.signatureHeader)
+                let expected = Signatures.genericReplySignature(secret: secret, timestamp: timestamp, body: body)
+                // The same bytes must never pass the ingress's check for a notification.
+                let asNotification = Signatures.genericSignature(secret: secret, timestamp: timestamp, body: body)
+                received.append((String(decoding: body, as: UTF8.self), signature == expected && signature != asNotification))
                 return Response(status: .noContent)
             }
             let app = Application(router: router, configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: port)))

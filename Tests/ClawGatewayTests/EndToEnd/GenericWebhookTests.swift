@@ -58,6 +58,56 @@ extension HeavySuites {
             }
         }
 
+        @Test func capturedNotificationsAndRepliesCannotBePlayedBack() async throws {
+            try await E2ESite.with(simulate: false) { site in
+                try await site.waitReady()
+                // A join, then the very same signed bytes again.
+                let body = GenericEnvelope.encode(from: "zoe", to: "m1", attach: #"{"command":6}"#)
+                let timestamp = String(Int64(Date().timeIntervalSince1970))
+                #expect(try await site.generic(body: body, timestamp: timestamp).json["result"] as? String == "queued")
+                let leave = GenericEnvelope.encode(from: "zoe", to: "m1", attach: #"{"command":7}"#)
+                #expect(try await site.generic(body: leave, timestamp: timestamp).json["result"] as? String == "left")
+                let replayed = try await site.generic(body: leave, timestamp: timestamp)
+                #expect(replayed.status == 409)
+                #expect(replayed.json["code"] as? String == "replayed")
+                let rejoin = try await site.generic(body: body, timestamp: timestamp)
+                #expect(rejoin.status == 409, "a captured join cannot re-queue her")
+                #expect(try await HTTP.get("\(site.base)/v1/machines/m1").json["queue_length"] as? Int == 0)
+                // The same notification with a new timestamp is a new notification.
+                let later = String((Int64(timestamp) ?? 0) + 1)
+                #expect(try await site.generic(body: body, timestamp: later).json["result"] as? String == "queued")
+
+                // A reply the gateway signed (to a player) posted back as a notification.
+                let reply = GenericEnvelope.encode(from: "claw_m1", to: "m1", attach: #"{"command":7}"#)
+                let replyTimestamp = String(Int64(Date().timeIntervalSince1970))
+                let reflected = try await site.generic(
+                    body: reply,
+                    headers: [
+                        ("Content-Type", "application/json"), (GenericEnvelope.timestampHeader, replyTimestamp),
+                        (
+                            GenericEnvelope.signatureHeader,
+                            Signatures.genericReplySignature(secret: E2ESite.webhookSecret, timestamp: replyTimestamp, body: reply)
+                        ),
+                    ])
+                #expect(reflected.status == 401)
+            }
+        }
+
+        @Test func oneSendersFloodIsRefusedWith429() async throws {
+            try await E2ESite.with(simulate: false) { site in
+                try await site.waitReady()
+                var statuses: [Int] = []
+                for serial in 1...15 {
+                    statuses.append(try await site.generic(from: "mallory", #"{"command":1,"data":"up","serial":\#(serial)}"#).status)
+                }
+                #expect(statuses.prefix(10).allSatisfy { $0 == 200 }, "machine_offline, answered")
+                let limited = try await site.generic(from: "mallory", #"{"command":6}"#)
+                #expect(limited.status == 429)
+                #expect(limited.json["code"] as? String == "rate_limited")
+                #expect(try await site.generic(from: "zoe", #"{"command":6}"#).status == 200, "others are not held back")
+            }
+        }
+
         @Test func readAPIErrorsAreJSON() async throws {
             try await E2ESite.with(simulate: false) { site in
                 try await site.waitReady()
