@@ -19,6 +19,10 @@ struct Gateway {
     let arcade: Arcade
     let services: [any Service]
 
+    /// The largest message a PC may send the gateway: acks, results and
+    /// states are tens of bytes; more is dropped before it is copied.
+    static let maxMachineMessage = 4096
+
     /// - Parameters:
     ///   - players: replaces the IM providers (tests).
     ///   - metrics: the registry `/metrics` exports; nil leaves the route out.
@@ -27,9 +31,9 @@ struct Gateway {
         metrics: PrometheusCollectorRegistry? = nil
     ) async throws -> Gateway {
         let topics = config.topics
-        let mqtt = try MQTTClient(
-            configuration: MQTTClientConfiguration(settings: config.mqtt, will: MQTTService.will(topics: topics)),
-            logger: logger)
+        var mqttConfiguration = MQTTClientConfiguration(settings: config.mqtt, will: MQTTService.will(topics: topics))
+        mqttConfiguration.maxInboundPayload = Self.maxMachineMessage
+        let mqtt = try MQTTClient(configuration: mqttConfiguration, logger: logger)
         let store = try GameStore(path: config.storage.path)
         let writer = StorageWriter(store: store, logger: logger)
         let replyClient = replyHTTPClient(config.im)

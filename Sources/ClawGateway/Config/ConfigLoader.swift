@@ -67,7 +67,7 @@ private struct Schema {
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level"], required: true))
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
-        let http = readHTTP(top.section("http", keys: ["listen", "admin_token"]))
+        let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_timeout", "max_connections"]))
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
         let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after"]))
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
@@ -118,7 +118,12 @@ private struct Schema {
             reader.report(section?.path("listen") ?? "http.listen", "\"\(listen)\" is not host:port, e.g. 127.0.0.1:8080")
             return nil
         }
-        return HTTPSettings(host: host, port: port, adminToken: section?.nonEmpty("admin_token"))
+        var settings = HTTPSettings(host: host, port: port, adminToken: section?.nonEmpty("admin_token"))
+        if let section {
+            settings.readTimeout = section.duration("read_timeout", default: settings.readTimeout)
+            settings.maxConnections = section.int("max_connections", default: settings.maxConnections, in: 1...100_000)
+        }
+        return settings
     }
 
     private func readIM(_ section: ConfigReader.Section?) -> IMSettings {

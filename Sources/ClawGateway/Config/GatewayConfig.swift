@@ -54,6 +54,11 @@ struct HTTPSettings: Sendable {
     var port: Int
     /// Enables the admin routes; compared in constant time.
     var adminToken: String?
+    /// How long a request may take to arrive, from its first byte to its last:
+    /// a client trickling a request is cut off after this.
+    var readTimeout: Duration = .seconds(10)
+    /// Connections open at once; more are closed as they come.
+    var maxConnections: Int = 1024
 }
 
 struct IMSettings: Sendable {

@@ -63,11 +63,14 @@ enum HTTPServer {
         limits.maxHeaderFieldCount = 100
         let ingress = parts.ingress(logger: logger)
         let decoderLimits = limits
+        let http = parts.config.http
+        let connections = ConnectionLimit(maximum: http.maxConnections, logger: logger)
         return Application(
             router: router(parts, logger: logger),
             server: HTTPServerBuilder { responder in
                 GatewayHTTP1Channel(
-                    responder: responder, ingress: ingress, idleTimeout: .seconds(30), decoderLimits: decoderLimits, serverName: serverName)
+                    responder: responder, ingress: ingress, idleTimeout: .seconds(30), readTimeout: http.readTimeout,
+                    connections: connections, decoderLimits: decoderLimits, serverName: serverName)
             },
             configuration: ApplicationConfiguration(
                 address: .hostname(parts.config.http.host, port: parts.config.http.port), serverName: serverName),

@@ -10,23 +10,37 @@ import Synchronization
 
 /// HTTP/1.1 as Hummingbird's `HTTP1Channel` sets a connection up, with the
 /// ingress's fast path (``IngressFastPath``) behind the connection-state
-/// handler, so that handler still sees every request and response.
+/// handler, so that handler still sees every request and response; and two
+/// guards: a cap on open connections and a deadline for reading a request.
 struct GatewayHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     typealias Value = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
 
     let responder: HTTPChannelHandler.Responder
     let ingress: Ingress
     let idleTimeout: Duration
+    let readTimeout: Duration
+    let connections: ConnectionLimit
     let decoderLimits: NIOHTTPDecoderLimitConfiguration
     let serverName: String
 
+    private struct TooManyConnections: Error {}
+
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
+            // Refused here, the connection is closed before anything is read from it.
+            guard connections.admit() else {
+                channel.close(promise: nil)
+                throw TooManyConnections()
+            }
+            channel.closeFuture.whenComplete { [connections] _ in connections.closed() }
+            let clock = RequestReadClock(timeout: readTimeout)
             let pipeline = channel.pipeline.syncOperations
+            try pipeline.addHandler(RequestReadClock.Start(clock))
             try pipeline.configureHTTPServerPipeline(
                 withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false,
                 withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+            try pipeline.addHandler(RequestReadClock.Stop(clock))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
             try pipeline.addHandler(IngressFastPath(ingress: ingress, serverName: serverName))
             return try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))

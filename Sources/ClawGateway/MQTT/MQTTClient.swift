@@ -37,6 +37,8 @@ struct MQTTClientConfiguration: Sendable {
     var will: MQTTWill?
     /// Seconds between reconnect attempts, doubling from the lower bound up to the upper.
     var reconnectDelay: ClosedRange<Int> = 1...30
+    /// Inbound payloads larger than this are dropped before they are copied; nil takes any.
+    var maxInboundPayload: Int?
 
     init(settings: MQTTSettings, will: MQTTWill?) {
         host = settings.url.host
@@ -125,6 +127,13 @@ final class MQTTClient: Sendable {
         var connects = 0
         var droppedMessages = 0
     }
+
+    /// Inbound messages dropped in the callback for being over ``MQTTClientConfiguration/maxInboundPayload``.
+    private let oversized = Atomic<Int>(0)
+    private let warnings = LogLimiter()
+
+    /// Inbound messages dropped so far for being too large.
+    var oversizedMessages: Int { oversized.load(ordering: .relaxed) }
 
     private struct Noted {
         var messages: [MQTTMessage] = []
@@ -484,6 +493,21 @@ final class MQTTClient: Sendable {
         noted.withLock { $0.messages.append(message) }
     }
 
+    /// Whether a payload of `length` bytes is taken at all.
+    fileprivate func accepts(length: Int) -> Bool {
+        guard let limit = configuration.maxInboundPayload, length > limit else { return true }
+        let count = oversized.add(1, ordering: .relaxed).newValue
+        warnings.log("oversized") { heldBack in
+            logger.warning(
+                "Oversized MQTT message dropped",
+                metadata: [
+                    "mqtt.bytes": .stringConvertible(length), "mqtt.limit": .stringConvertible(limit),
+                    "mqtt.dropped_total": .stringConvertible(count), "log.held_back": .stringConvertible(heldBack),
+                ])
+        }
+        return false
+    }
+
     fileprivate func didLog(level: Int32, _ text: String) {
         guard level & Int32(MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
         state.withLock { $0.lastError = text }
@@ -598,6 +622,8 @@ private func mqttOnMessage(
 ) {
     guard let client = client(userdata), let message, let topic = message.pointee.topic else { return }
     let length = Int(message.pointee.payloadlen)
+    // Before anything is copied: a 20 MB message costs a comparison.
+    guard client.accepts(length: length) else { return }
     let payload: [UInt8] =
         if length > 0, let bytes = message.pointee.payload {
             Array(UnsafeRawBufferPointer(start: bytes, count: length))

@@ -25,6 +25,7 @@ final class Machine: Sendable {
     private let environment: MachineEnvironment
     private let guarded: Mutex<Guarded>
     private let metrics: MachineMetrics
+    private let warnings = LogLimiter()
 
     private struct Guarded {
         var game: MachineState
@@ -93,7 +94,7 @@ final class Machine: Sendable {
     func handleResult(_ message: MQTTMessage) {
         guard let result = inbound(message, expecting: .result, on: topics.result) else { return }
         guard let data = result.data, let won = Bool(data) else {
-            logger.warning("Result without data true or false ignored", metadata: ["mqtt.payload": .string(LogText.payload(message.payload))])
+            warn("Result without data true or false ignored", topic: topics.result, message.payload)
             return
         }
         _ = transition { game, context in game.result(won: won, data: data, session: result.session, context) }
@@ -103,7 +104,7 @@ final class Machine: Sendable {
     func handlePresence(_ message: MQTTMessage) {
         let text = String(decoding: message.payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard let presence = Presence(rawValue: text) else {
-            logger.warning("Machine state neither online nor offline ignored", metadata: ["mqtt.payload": .string(LogText.payload(message.payload))])
+            warn("Machine state neither online nor offline ignored", topic: topics.state, message.payload)
             return
         }
         _ = transition { game, context in game.presence(presence, context) }
@@ -340,26 +341,32 @@ final class Machine: Sendable {
     /// subscribes.
     private func inbound(_ message: MQTTMessage, expecting code: CommandCode, on topic: String) -> WireMessage? {
         if message.retain {
-            logger.warning("Retained message on a machine topic ignored", metadata: ["mqtt.topic": .string(topic)])
+            warn("Retained message on a machine topic ignored", topic: topic, nil)
             return nil
         }
         do throws(WireError) {
             let decoded = try WireMessage.decode(message.payload)
             guard decoded.code == code else {
-                logger.warning(
-                    "Unexpected command on machine topic ignored",
-                    metadata: ["mqtt.topic": .string(topic), "mqtt.payload": .string(LogText.payload(message.payload))])
+                warn("Unexpected command on machine topic ignored", topic: topic, message.payload)
                 return nil
             }
             return decoded
         } catch {
-            logger.warning(
-                "Undecodable message on machine topic ignored",
-                metadata: [
-                    "mqtt.topic": .string(topic), "mqtt.payload": .string(LogText.payload(message.payload)),
-                    "error": .string(error.message),
-                ])
+            warn("Undecodable message on machine topic ignored", topic: topic, message.payload, error: error.message)
             return nil
+        }
+    }
+
+    /// A warning about what the PC sent: at most one of each kind every
+    /// 10 s, the payload escaped and cut short.
+    private func warn(_ text: Logger.Message, topic: String, _ payload: [UInt8]?, error: String? = nil) {
+        metrics.badMessages.increment()
+        warnings.log("\(text)") { heldBack in
+            var metadata: Logger.Metadata = ["mqtt.topic": .string(topic)]
+            if let payload { metadata["mqtt.payload"] = .string(LogText.payload(payload)) }
+            if let error { metadata["error"] = .string(error) }
+            if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
+            logger.warning(text, metadata: metadata)
         }
     }
 }

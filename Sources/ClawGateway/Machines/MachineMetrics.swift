@@ -10,6 +10,8 @@ struct MachineMetrics: Sendable {
     let commandsLost: Counter
     /// Refusals not sent because the player had one of that code within a second.
     let refusalsHeldBack: Counter
+    /// Messages from the PC that were ignored: retained, undecodable, unexpected.
+    let badMessages: Counter
     private let ackLatency: CoreMetrics.Timer
     private let dropped: [ErrorCode: Counter]
     private let games: [GameOutcome: Counter]
@@ -19,6 +21,7 @@ struct MachineMetrics: Sendable {
         ackTimeouts = Counter(label: "claw_ack_timeouts_total", dimensions: [("machine", machine)])
         commandsLost = Counter(label: "claw_commands_lost_total", dimensions: [("machine", machine)])
         refusalsHeldBack = Counter(label: "claw_refusals_held_back_total", dimensions: [("machine", machine)])
+        badMessages = Counter(label: "claw_machine_messages_ignored_total", dimensions: [("machine", machine)])
         ackLatency = CoreMetrics.Timer(label: "claw_ack_latency_seconds", preferredDisplayUnit: .seconds)
         dropped = Dictionary(
             uniqueKeysWithValues: ErrorCode.allCases.map { code in

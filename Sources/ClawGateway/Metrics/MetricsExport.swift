@@ -12,6 +12,7 @@ enum MetricsExport {
         }
         CoreMetrics.Gauge(label: "claw_mqtt_connected").record(mqtt.isConnected ? 1 : 0)
         CoreMetrics.Gauge(label: "claw_mqtt_connects").record(mqtt.connectCount)
+        CoreMetrics.Gauge(label: "claw_mqtt_messages_oversized").record(mqtt.oversizedMessages)
         CoreMetrics.Gauge(label: "claw_storage_writable").record(arcade.writer.isWritable ? 1 : 0)
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)

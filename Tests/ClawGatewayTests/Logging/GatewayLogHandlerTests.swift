@@ -58,3 +58,17 @@ import Testing
         #expect(!GatewayLogHandler.Output.stderrIsJournal(environment: ["JOURNAL_STREAM": "\(info.st_dev):\(info.st_ino + 1)"]))
     }
 }
+
+/// Warnings about what others send, at most one of a kind per period.
+@Suite struct LogLimiterTests {
+    @Test func oneLineOfAKindPerPeriodSayingHowManyWereHeldBack() async throws {
+        let limiter = LogLimiter(period: .milliseconds(200))
+        let lines = Recorder<Int>()
+        for _ in 0..<50 { limiter.log("bad payload") { lines.append($0) } }
+        limiter.log("other kind") { lines.append($0) }
+        #expect(lines.items == [0, 0], "the first of each kind")
+        try await Task.sleep(for: .milliseconds(250))
+        limiter.log("bad payload") { lines.append($0) }
+        #expect(lines.items == [0, 0, 49])
+    }
+}

@@ -38,6 +38,34 @@ extension HeavySuites {
             await subscriber.stop()
         }
 
+        @Test("an inbound message over the size limit is dropped before it is copied, and counted")
+        func oversizedInboundMessages() async throws {
+            let broker = try MosquittoBroker.start()
+            var configuration = MQTTClientConfiguration(host: "127.0.0.1", port: broker.port, clientID: "gateway-like")
+            configuration.maxInboundPayload = 4096
+            let receiver = try MQTTClient(configuration: configuration, logger: logger)
+            receiver.subscribe(["m/ack"], qos: .atMostOnce)
+            let received = Recorder<Int>()
+            receiver.onMessage { received.append($0.payload.count) }
+            receiver.start()
+            let pc = try client(broker, id: "pc")
+            pc.start()
+            try await eventually("both to connect") { receiver.isConnected && pc.isConnected }
+            // The subscription is made on connect: wait until a small message gets through.
+            try await eventually("the subscription") {
+                try pc.publish("m/ack", payload: Array("ping".utf8))
+                return !received.items.isEmpty
+            }
+            try pc.publish("m/ack", payload: [UInt8](repeating: 0x41, count: 20 * 1024 * 1024))
+            try pc.publish("m/ack", payload: [UInt8](repeating: 0x42, count: 4097))
+            try pc.publish("m/ack", payload: [UInt8](repeating: 0x43, count: 4096))
+            try await eventually("the message at the limit") { received.items.contains(4096) }
+            #expect(received.items.allSatisfy { $0 <= 4096 })
+            #expect(receiver.oversizedMessages == 2)
+            await pc.shutdown()
+            await receiver.shutdown()
+        }
+
         @Test("a publish while disconnected fails at once and is not delivered later")
         func publishWhileDisconnected() async throws {
             let broker = try MosquittoBroker()  // not started

@@ -19,7 +19,10 @@ final class E2ESite {
 
     var base: String { "http://127.0.0.1:\(site.httpPort)" }
 
-    init(game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]) async throws {
+    init(
+        game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
+        simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]
+    ) async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
         site = try TestSite(
@@ -35,7 +38,7 @@ final class E2ESite {
                   generic:
                     secret: \(Self.webhookSecret)
 
-                """, adminToken: adminToken, logLevel: logLevel)
+                """, adminToken: adminToken, logLevel: logLevel, http: http)
         try startGateway()
         self.simulatorArguments = simulatorArguments
         if simulate {
@@ -49,10 +52,10 @@ final class E2ESite {
 
     /// Runs `body` on a new site and stops every process afterwards, also when `body` throws.
     static func with(
-        game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug",
+        game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
         _ body: (E2ESite) async throws -> Void
     ) async throws {
-        let site = try await E2ESite(game: game, simulate: simulate, adminToken: adminToken, logLevel: logLevel)
+        let site = try await E2ESite(game: game, simulate: simulate, adminToken: adminToken, logLevel: logLevel, http: http)
         do {
             try await body(site)
         } catch {

@@ -12,7 +12,7 @@ struct TestSite {
     /// - Parameter extra: YAML appended at the top level (e.g. an `im:` section).
     init(
         broker: MosquittoBroker, machines: [String] = ["m1", "m2"], game: String = "", extra: String = "",
-        adminToken: String? = nil, logLevel: String = "debug"
+        adminToken: String? = nil, logLevel: String = "debug", http: String = ""
     ) throws {
         directory = try TemporaryDirectory.make(prefix: "site")
         httpPort = try FreePort.next()
@@ -25,6 +25,7 @@ struct TestSite {
             http:
               listen: 127.0.0.1:\(httpPort)
             \(adminToken.map { "  admin_token: \($0)" } ?? "")
+            \(http.split(separator: "\n").map { "  \($0)" }.joined(separator: "\n"))
             storage:
               path: data/gateway.sqlite
 

@@ -1,0 +1,35 @@
+import Logging
+import Synchronization
+
+/// At most one log line of each kind per period: what a misbehaving PC or
+/// client sends can be counted, but cannot fill the journal. The line that
+/// is let through says how many were held back since the last one.
+final class LogLimiter: Sendable {
+    private struct Kind {
+        var last: ContinuousClock.Instant
+        var heldBack: Int
+    }
+
+    private let period: Duration
+    private let kinds = Mutex<[String: Kind]>([:])
+
+    init(period: Duration = .seconds(10)) {
+        self.period = period
+    }
+
+    /// Calls `log` with the number held back since the last line of `kind`,
+    /// or holds this one back.
+    func log(_ kind: String, _ log: (_ heldBack: Int) -> Void) {
+        let now = ContinuousClock.now
+        let heldBack: Int? = kinds.withLock { kinds in
+            if let seen = kinds[kind], now - seen.last < period {
+                kinds[kind]?.heldBack += 1
+                return nil
+            }
+            let heldBack = kinds[kind]?.heldBack ?? 0
+            kinds[kind] = Kind(last: now, heldBack: 0)
+            return heldBack
+        }
+        if let heldBack { log(heldBack) }
+    }
+}
