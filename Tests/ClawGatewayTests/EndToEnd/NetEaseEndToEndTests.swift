@@ -154,3 +154,46 @@ extension HeavySuites {
         }
     }
 }
+
+extension HeavySuites {
+    /// One player's flood against everyone else's turn (SPEC §2), through a
+    /// slow IM API: the flood is held to its budget at the ingress, its
+    /// refusals to one a second, and turn offers go ahead of refusals.
+    @Suite(.serialized) struct FloodTests {
+        @Test func aFloodDoesNotDelayTheNextPlayersTurn() async throws {
+            try await E2ESite.with { site in
+                site.netease.set(.slow(.milliseconds(20)))
+                try await site.copy(from: "alice", #"{"command":6}"#)
+                let session = try await site.offeredSession(to: "alice")
+                try await site.copy(from: "alice", #"{"command":12,"data":"\#(session)"}"#)
+                try await site.copy(from: "bob", #"{"command":6}"#)
+                // Mallory, not even queued, sends 1,500 moves over 16 connections.
+                let base = site.base
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for worker in 0..<16 {
+                        group.addTask {
+                            for index in stride(from: worker, to: 1500, by: 16) {
+                                let body = NetEaseCopyBody.encode(
+                                    from: "mallory", to: "claw_m1", attach: #"{"command":1,"data":"left","serial":\#(index + 1)}"#)
+                                _ = try await HTTP.request(
+                                    .POST, "\(base)/im/netease", headers: E2ESite.signedCopyHeaders(body), body: body)
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                // Alice grabs; the simulated PC answers 100 ms later; the turn passes to bob.
+                try await site.copy(from: "alice", #"{"command":2,"serial":1}"#)
+                try await eventually("bob's turn offer at the IM API") {
+                    site.netease.sent.items.contains { $0.to == "bob" && $0.attach.contains(#""command":11"#) }
+                }
+                let calls = site.netease.sent.items
+                let result = try #require(calls.first { $0.to == "alice" && $0.attach.contains(#""command":4"#) })
+                let offer = try #require(calls.first { $0.to == "bob" && $0.attach.contains(#""command":11"#) })
+                #expect(offer.at - result.at < .seconds(1), "bob's offer followed alice's result within a second")
+                let refusals = calls.filter { $0.to == "mallory" }
+                #expect(refusals.count <= 10, "the flood's refusals are held to one of each code a second: \(refusals.count)")
+            }
+        }
+    }
+}

@@ -13,11 +13,17 @@ import Testing
 /// CurTime and CheckSum like NetEase does, records every message, and can be
 /// told to fail or to hang.
 final class FakeNetEaseAPI: Sendable {
-    enum Mode: Sendable { case ok, failing, hanging }
+    enum Mode: Sendable {
+        case ok, failing, hanging
+        /// Answers 200 after taking this long over each call, like a busy API.
+        case slow(Duration)
+    }
 
     struct Sent: Sendable {
         var fields: [String: String]
         var headerProblem: String?
+        /// When the call arrived.
+        var at = ContinuousClock.now
         var from: String { fields["from"] ?? "" }
         var to: String { fields["to"] ?? "" }
         var attach: String { fields["attach"] ?? "" }
@@ -53,6 +59,9 @@ final class FakeNetEaseAPI: Sendable {
             case .hanging:
                 try await Task.sleep(for: .seconds(3600))
                 return Response(status: .ok)
+            case .slow(let delay):
+                try await Task.sleep(for: delay)
+                return Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"code":200}"#)))
             }
         }
         let app = Application(
