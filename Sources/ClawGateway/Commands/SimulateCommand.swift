@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 import ServiceLifecycle
 
@@ -7,7 +8,15 @@ struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
         abstract: "Stand in for the machine PCs of the config: state, acks, results.",
-        discussion: "Each simulated PC connects to the config's broker, says online (with an offline will), acks every control and camera message, and publishes a result after every grab."
+        discussion: """
+            Each simulated PC connects to the config's broker, says online (with an offline will), acks every \
+            control and camera message, and publishes a result after every grab.
+
+            By default every PC logs in with the config's mqtt username and password, which suits the local \
+            demo broker. Against a site broker (deploy/mosquitto.conf), give --passwords: each PC then logs in \
+            as its machine id with its own password, as the real PCs do; that broker allows one connection per \
+            username, so PCs sharing the gateway's login would knock each other and the gateway off.
+            """
     )
 
     @OptionGroup var options: ConfigOptions
@@ -30,6 +39,13 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "How long each offline spell lasts.")
     var offlineFor: String = "10s"
 
+    @Option(
+        help: ArgumentHelp(
+            "Log each PC in as its machine id, with its password from this file.",
+            discussion: "One \"username password\" per line, # starts a comment: the passwords file of make-site-secrets.sh.",
+            valueName: "file"))
+    var passwords: String?
+
     func validate() throws {
         guard (0...1).contains(winRate) else { throw ValidationError("--win-rate must be between 0 and 1.") }
         for (name, value) in [("--ack-delay", ackDelay), ("--result-delay", resultDelay), ("--offline-for", offlineFor)]
@@ -50,17 +66,65 @@ struct SimulateCommand: AsyncParsableCommand {
             throw ValidationError("No machine \(unknown.joined(separator: ", ")) in \(options.config).")
         }
         let chosen = machines.isEmpty ? config.machines : config.machines.filter { machines.contains($0.id) }
+        var logins: [String: MachineSimulator.Login] = [:]
+        if let passwords {
+            do {
+                logins = try Self.logins(of: chosen.map(\.id), in: passwords)
+            } catch {
+                printError(error.message)
+                throw ExitCode(ExitStatus.configError)
+            }
+        }
         let behaviour = MachineSimulator.Behaviour(
             winRate: winRate, ackDelay: ConfigDuration.parse(ackDelay) ?? .zero,
             resultDelay: ConfigDuration.parse(resultDelay) ?? .zero, offlineAfter: offlineAfter.flatMap(ConfigDuration.parse),
             offlineFor: ConfigDuration.parse(offlineFor) ?? .seconds(10))
         var services: [any Service] = []
         for machine in chosen {
-            services.append(try MachineSimulator(machine: machine, settings: config.mqtt, behaviour: behaviour, logger: logger))
+            services.append(
+                try MachineSimulator(machine: machine, settings: config.mqtt, login: logins[machine.id], behaviour: behaviour, logger: logger))
         }
         logger.info("Simulating machines", metadata: ["machines": .string(chosen.map(\.id).joined(separator: ","))])
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+}
+
+extension SimulateCommand {
+    /// Why a passwords file cannot be used; the message never quotes a line,
+    /// which would show a password.
+    struct PasswordsProblem: Error {
+        var message: String
+    }
+
+    /// The login of each machine in `machines`: its id and its password in
+    /// `file` ("username password" lines, # comments, as make-site-secrets.sh
+    /// writes them).
+    static func logins(of machines: [String], in file: String) throws(PasswordsProblem) -> [String: MachineSimulator.Login] {
+        let text: String
+        do {
+            text = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            throw PasswordsProblem(message: "Cannot read the passwords file \(file): \(error.localizedDescription)")
+        }
+        var passwords: [String: String] = [:]
+        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let fields = line.split(whereSeparator: \.isWhitespace)
+            guard let first = fields.first, !first.hasPrefix("#") else { continue }
+            guard fields.count == 2 else {
+                throw PasswordsProblem(
+                    message: "\(file), line \(index + 1): expected \"username password\", found \(fields.count) fields. Fix or remove the line.")
+            }
+            passwords[String(first)] = String(fields[1])
+        }
+        let missing = machines.filter { passwords[$0] == nil }
+        guard missing.isEmpty else {
+            throw PasswordsProblem(
+                message: "\(file) has no password for machine \(missing.joined(separator: ", ")): each simulated PC logs in as its "
+                    + "machine id. Add a line \"\(missing[0]) <password>\" (make-site-secrets.sh --add \(missing.joined(separator: " ")) makes them), "
+                    + "or leave the machine out with --machine.")
+        }
+        return Dictionary(uniqueKeysWithValues: machines.map { ($0, MachineSimulator.Login(username: $0, password: passwords[$0] ?? "")) })
     }
 }

@@ -7,7 +7,18 @@ import ServiceLifecycle
 /// retained `state` with an `offline` will, acknowledges every control and
 /// camera message, and reports a result some time after each grab, echoing
 /// the grab's `session` as a PC should (SPEC §2, "Sessions").
+///
+/// It logs in as the machine's own PC when given a ``Login`` (a site broker:
+/// deploy/mosquitto.conf binds each client id to its username, so PCs that
+/// shared the gateway's login would knock each other and the gateway off);
+/// without one, with the config's `mqtt` credentials (the local demo broker).
 struct MachineSimulator: Service {
+    /// A PC's broker login: its machine id and its password.
+    struct Login: Sendable {
+        var username: String
+        var password: String
+    }
+
     struct Behaviour: Sendable {
         var winRate = 0.3
         var ackDelay: Duration = .milliseconds(20)
@@ -23,12 +34,18 @@ struct MachineSimulator: Service {
     let behaviour: Behaviour
     let logger: Logger
 
-    init(machine: MachineConfig, settings: MQTTSettings, behaviour: Behaviour, logger: Logger) throws(MQTTError) {
+    /// - Parameter login: the PC's own credentials; nil uses those of `settings`.
+    init(machine: MachineConfig, settings: MQTTSettings, login: Login? = nil, behaviour: Behaviour, logger: Logger) throws(MQTTError) {
         let topics = MachineTopics(machine, Topics(prefix: settings.topicPrefix))
         var configuration = MQTTClientConfiguration(
             settings: settings,
             will: MQTTWill(topic: topics.state, payload: Array(Presence.offline.rawValue.utf8)))
+        // A broker that binds client ids to usernames replaces this one.
         configuration.clientID = "claw-sim-\(machine.id)-\(UInt32.random(in: 0...UInt32.max))"
+        if let login {
+            configuration.username = login.username
+            configuration.password = login.password
+        }
         var logger = logger
         logger[metadataKey: "machine.id"] = .string(machine.id)
         self.machine = machine
