@@ -14,6 +14,10 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case rateLimited = "rate_limited"
     case sessionMismatch = "session_mismatch"
     case gatewayUnavailable = "gateway_unavailable"
+    /// Answers no request: the player's turn offer ran out before they accepted it.
+    case offerExpired = "offer_expired"
+    /// Answers no request: the machine reported no result for the player's game in time.
+    case noResult = "no_result"
 }
 
 /// A rejected player notification: a stable code and a sentence saying what to do.

@@ -11,6 +11,10 @@ public enum EventType: String, Sendable, Codable, CaseIterable {
     case staleResult = "stale_result"
     case noResult = "no_result"
     case dropped, online, offline
+    /// The PC dropped mid-game; the game is kept for `game.offline_grace`.
+    case reconnecting
+    /// The PC came back within the grace; the game goes on.
+    case reconnected
     /// A game record was closed; carries the outcome.
     case gameEnded = "game_ended"
     /// Operator actions.

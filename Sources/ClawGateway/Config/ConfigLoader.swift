@@ -69,7 +69,7 @@ private struct Schema {
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
         let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_timeout", "max_connections"]))
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
-        let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after"]))
+        let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace"]))
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
         let machines = readMachines(top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix)
         guard let gateway, let mqtt, let http, let machines else { return nil }
@@ -176,6 +176,7 @@ private struct Schema {
         game.relayAcks = section.bool("relay_acks", default: game.relayAcks)
         game.commandEvents = section.bool("command_events", default: game.commandEvents)
         game.suspectAfter = section.int("suspect_after", default: game.suspectAfter, in: 0...1000)
+        game.offlineGrace = section.duration("offline_grace", default: game.offlineGrace)
         return game
     }
 

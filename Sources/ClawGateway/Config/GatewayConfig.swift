@@ -101,6 +101,8 @@ struct GameSettings: Sendable, Equatable {
     /// Ack timeouts in a row before the machine is `suspect` and offers no
     /// new turn; 0 never.
     var suspectAfter: Int = 3
+    /// How long a game survives its PC going offline; zero ends it at once.
+    var offlineGrace: Duration = .seconds(10)
 }
 
 struct StorageSettings: Sendable {

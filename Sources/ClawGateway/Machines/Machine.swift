@@ -247,9 +247,10 @@ final class Machine: Sendable {
     }
 
     /// Sends a reply, unless it is a refusal of a code the player was
-    /// already sent within the last second.
+    /// already sent within the last second. Notices (high priority: a turn
+    /// that ended without its player) always go out.
     private func send(_ reply: PlayerReply) {
-        if reply.message.code == .error, let code = reply.message.data.flatMap(ErrorCode.init(rawValue:)),
+        if reply.message.code == .error, reply.priority == .normal, let code = reply.message.data.flatMap(ErrorCode.init(rawValue:)),
             !environment.limits.mayRefuse(reply.to.accid, code: code, now: environment.clock.now())
         {
             metrics.refusalsHeldBack.increment()

@@ -80,10 +80,28 @@ extension MachineState {
         // A fresh `online` clears a suspect machine, whether it was offline or not.
         acksMissedInARow = 0
         clearSuspect(&fx)
-        guard link != .online else { return }
-        link = .online
-        fx.snapshotChanged = true
-        emit(.online, &fx)
+        switch link {
+        case .online:
+            return
+        case .reconnecting(_, let remaining):
+            // Back within the grace: the game goes on, its timer from where it stopped.
+            link = .online
+            let resumed = fx.now.uptime + remaining
+            modifyTurn { $0.deadline = resumed }
+            fx.snapshotChanged = true
+            emit(.online, &fx)
+            guard let turn = phase.turn else { return }
+            emit(.reconnected, &fx) {
+                $0.player = turn.player.accid
+                $0.session = turn.session
+            }
+            // "0": it is your game (again); the app takes its controls back.
+            reply(turn.player.address, WireMessage(.queuePosition, data: "0", length: waiting.count), .high, &fx)
+        case .offline:
+            link = .online
+            fx.snapshotChanged = true
+            emit(.online, &fx)
+        }
     }
 
     private mutating func clearSuspect(_ fx: inout Effects) {
@@ -93,8 +111,10 @@ extension MachineState {
         emit(.suspectCleared, &fx)
     }
 
-    /// The PC is gone: its game ends and its pending acks will never come.
-    /// The queue stays, and an offered player keeps the head of it.
+    /// The PC is gone and its pending acks will never come. A game in
+    /// progress is kept for `game.offline_grace` with its timer stopped, in
+    /// case the PC comes back (a network blip); an offer is undone and its
+    /// player keeps the head of the queue; the queue stays.
     private mutating func goOffline(_ fx: inout Effects) {
         guard link == .online else { return }
         link = .offline
@@ -102,15 +122,38 @@ extension MachineState {
         acks.removeAll()
         emit(.offline, &fx)
         guard let turn = phase.turn else { return }
+        switch phase {
+        case .playing, .awaitingResult:
+            guard settings.offlineGrace > .zero else { break }
+            let until = fx.now.uptime + settings.offlineGrace
+            link = .reconnecting(until: until, remaining: max(.zero, turn.deadline - fx.now.uptime))
+            emit(.reconnecting, &fx) {
+                $0.player = turn.player.accid
+                $0.session = turn.session
+            }
+            let seconds = Int(settings.offlineGrace.seconds.rounded(.up))
+            let kept = "\(machine.name) lost its connection; your game is kept for \(seconds) s while it reconnects. "
+                + "Commands sent meanwhile are dropped."
+            notice(turn.player.address, WireError(.machineOffline, kept), &fx)
+            return
+        case .offered, .idle:
+            break
+        }
+        endOfflineTurn(turn, &fx)
+    }
+
+    /// Ends the turn of a machine that is gone: an offer goes back to the
+    /// head of the queue, a game ends `machine_offline`.
+    private mutating func endOfflineTurn(_ turn: Turn, _ fx: inout Effects) {
         let wasOffered = if case .offered = phase { true } else { false }
         endTurn(.machineOffline, &fx)
         if wasOffered {
             waiting.insert(turn.player, at: 0)
             fx.writes.append(.enqueue(machine: id, turn.player, atHead: true, at: fx.now.wall))
             fx.queueMoved(from: 0)
-            reply(turn.player.address, error: WireError(.machineOffline, "\(machine.name) went offline; you keep the head of its queue."), &fx)
+            notice(turn.player.address, WireError(.machineOffline, "\(machine.name) went offline; you keep the head of its queue."), &fx)
         } else {
-            reply(turn.player.address, error: WireError(.machineOffline, "\(machine.name) went offline; your game has ended."), &fx)
+            notice(turn.player.address, WireError(.machineOffline, "\(machine.name) went offline; your game has ended."), &fx)
         }
     }
 
@@ -122,7 +165,14 @@ extension MachineState {
     mutating func expire(_ context: TransitionContext) -> Step<Void> {
         var fx = Effects(context)
         let now = context.now.uptime
-        if let turn = phase.turn, turn.deadline <= now {
+        if case .reconnecting(let until, _) = link, until <= now {
+            // The grace ran out: the machine is gone after all.
+            link = .offline
+            fx.snapshotChanged = true
+            if let turn = phase.turn { endOfflineTurn(turn, &fx) }
+        } else if case .reconnecting = link {
+            // The turn's timer is stopped while the PC reconnects.
+        } else if let turn = phase.turn, turn.deadline <= now {
             switch phase {
             case .offered:
                 emit(.expired, &fx) {
@@ -130,6 +180,9 @@ extension MachineState {
                     $0.session = turn.session
                 }
                 endTurn(.expired, &fx)
+                let seconds = Int(settings.acceptTimeout.seconds.rounded(.up))
+                let passed = "Your turn on \(machine.name) passed: it was not accepted within \(seconds) s. Join again to play."
+                notice(turn.player.address, WireError(.offerExpired, passed), &fx)
             case .playing:
                 dropClaw(&fx)
             case .awaitingResult:
@@ -138,6 +191,8 @@ extension MachineState {
                     $0.session = turn.session
                 }
                 endTurn(.noResult, &fx)
+                let lost = "\(machine.name) reported no result for your game in time; it is recorded as no_result."
+                notice(turn.player.address, WireError(.noResult, lost), &fx)
             case .idle:
                 break
             }

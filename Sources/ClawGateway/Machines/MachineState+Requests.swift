@@ -105,6 +105,9 @@ extension MachineState {
             switch phase {
             case .offered:
                 endTurn(.left, &fx)
+            case .playing where !online:
+                // The PC is reconnecting and cannot drop the claw: the game ends here.
+                endTurn(.left, &fx)
             case .playing:
                 // The coin is spent: drop the claw now and let the game end with its result.
                 dropClaw(&fx)

@@ -75,6 +75,10 @@ struct MachineState: Sendable {
     enum Link: Sendable, Equatable {
         case offline
         case online
+        /// The PC said `offline` during a game, which is kept until `until`
+        /// (``GameSettings/offlineGrace``); the turn's timer is stopped with
+        /// `remaining` left on it.
+        case reconnecting(until: Duration, remaining: Duration)
     }
 
     // The state below changes only through the transitions, in this file and
@@ -124,21 +128,27 @@ struct MachineState: Sendable {
 
     /// The retained snapshot of this state (SPEC §4).
     func snapshot(at now: Moment) -> QueueSnapshot {
-        QueueSnapshot(
+        // While reconnecting, the deadline shown is the grace's end.
+        let deadline: Duration? =
+            if case .reconnecting(let until, _) = link { until } else { phase.turn?.deadline }
+        return QueueSnapshot(
             machine: id, seq: snapshotSeq, state: status, online: online, paused: paused, suspect: suspect,
             player: phase.turn.map { turn in
                 CurrentPlayer(
                     accid: turn.player.accid, nick: turn.player.nick, session: turn.session,
-                    deadline: Timestamp.string(now.wall(at: turn.deadline)))
+                    deadline: deadline.map { Timestamp.string(now.wall(at: $0)) })
             },
             waiting: waiting.map { WaitingPlayer(accid: $0.accid, nick: $0.nick) })
     }
 
     /// The earliest moment at which ``expire(_:)`` has something to do: the
-    /// turn's deadline or the oldest pending ack's timeout.
+    /// turn's deadline (stopped while reconnecting, when the grace's end
+    /// counts instead) or the oldest pending ack's timeout.
     mutating func nextDeadline() -> Duration? {
         let ack = acks.nextDue(after: settings.ackTimeout)
-        guard let turn = phase.turn?.deadline else { return ack }
+        let turn: Duration? =
+            if case .reconnecting(let until, _) = link { until } else { phase.turn?.deadline }
+        guard let turn else { return ack }
         return ack.map { min($0, turn) } ?? turn
     }
 
@@ -296,8 +306,16 @@ struct MachineState: Sendable {
         fx.list.append(.reply(PlayerReply(to: player, message: message, priority: priority, expires: expires)))
     }
 
+    /// A refusal: the answer to a request that was not taken.
     func reply(_ player: PlayerAddress, error: WireError, serial: Int64? = nil, _ fx: inout Effects) {
         reply(player, WireMessage(.error, data: error.code.rawValue, serial: serial, message: error.message), .normal, &fx)
+    }
+
+    /// A command 9 that answers no request: the player's turn changed without
+    /// them (SPEC §3). It goes out ahead of refusals and is never held back
+    /// as a repeated refusal is.
+    func notice(_ player: PlayerAddress, _ error: WireError, _ fx: inout Effects) {
+        reply(player, WireMessage(.error, data: error.code.rawValue, message: error.message), .high, &fx)
     }
 }
 

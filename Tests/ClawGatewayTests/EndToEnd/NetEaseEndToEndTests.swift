@@ -184,8 +184,11 @@ extension HeavySuites {
                 }
                 // Alice grabs; the simulated PC answers 100 ms later; the turn passes to bob.
                 try await site.copy(from: "alice", #"{"command":2,"serial":1}"#)
-                try await eventually("bob's turn offer at the IM API") {
-                    site.netease.sent.items.contains { $0.to == "bob" && $0.attach.contains(#""command":11"#) }
+                // Both go out at once (reply_concurrency 2): wait for each of them.
+                try await eventually("alice's result and bob's turn offer at the IM API") {
+                    let calls = site.netease.sent.items
+                    return calls.contains { $0.to == "bob" && $0.attach.contains(#""command":11"#) }
+                        && calls.contains { $0.to == "alice" && $0.attach.contains(#""command":4"#) }
                 }
                 let calls = site.netease.sent.items
                 let result = try #require(calls.first { $0.to == "alice" && $0.attach.contains(#""command":4"#) })

@@ -35,21 +35,23 @@ extension HeavySuites {
             }
         }
 
+        /// The PC is SIGKILLed mid-game and does not come back within the
+        /// grace: the game ends `machine_offline`, the queue waits for it.
         @Test func aPCDyingWithoutDisconnectEndsTheGameAndTheQueueResumes() async throws {
-            try await E2ESite.with { site in
+            try await E2ESite.with(game: "offline_grace: 2s", keepalive: 5) { site in
                 try await site.generic(from: "ann", #"{"command":6}"#)
                 try await site.generic(from: "bob", #"{"command":6}"#)
-                let session = try await HTTP.get("\(site.base)/v1/machines/m1").json["player"].flatMap { ($0 as? [String: Any])?["session"] as? String }
-                try await site.generic(from: "ann", #"{"command":12,"data":"\#(session ?? "")"}"#)
+                let session = try await site.currentSession()
+                try await site.generic(from: "ann", #"{"command":12,"data":"\#(session)"}"#)
                 let simulator = try #require(site.simulator)
                 simulator.signal(SIGKILL)
                 _ = simulator.wait()
-                // The broker notices after 1.5 × keepalive at the latest, then publishes the will.
-                try await eventually("the will to take the machine offline", timeout: .seconds(60)) {
-                    (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["state"] as? String == "offline"
+                // The broker notices after 1.5 × keepalive at the latest, publishes the
+                // will, and the grace runs out 2 s later.
+                try await eventually("the game to end machine_offline", timeout: .seconds(30)) {
+                    (try? await HTTP.get("\(site.base)/v1/machines/m1/games"))?.body.contains(#""outcome":"machine_offline""#) == true
                 }
-                let games = try await HTTP.get("\(site.base)/v1/machines/m1/games")
-                #expect(games.body.contains(#""outcome":"machine_offline""#))
+                #expect(try await HTTP.get("\(site.base)/v1/machines/m1").json["state"] as? String == "offline")
                 let offline = try await site.generic(from: "ann", #"{"command":1,"data":"up","serial":1}"#)
                 #expect(offline.json["code"] as? String == "machine_offline")
                 #expect(try await HTTP.get("\(site.base)/v1/machines/m1").json["queue_length"] as? Int == 1, "bob keeps waiting")
@@ -59,6 +61,39 @@ extension HeavySuites {
                     let player = (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["player"] as? [String: Any]
                     return player?["accid"] as? String == "bob"
                 }
+            }
+        }
+
+        /// The PC drops and is back within `game.offline_grace`: the game goes
+        /// on, nothing sent during the gap reaches the machine, the result counts.
+        @Test func aPCBackWithinTheGraceFinishesTheGame() async throws {
+            try await E2ESite.with(game: "offline_grace: 60s", keepalive: 5) { site in
+                let events = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/events", "claw/m1/control"])
+                try await site.generic(from: "ann", #"{"command":6}"#)
+                let session = try await site.currentSession()
+                try await site.generic(from: "ann", #"{"command":12,"data":"\#(session)"}"#)
+                let simulator = try #require(site.simulator)
+                simulator.signal(SIGKILL)
+                _ = simulator.wait()
+                try await events.waitFor("claw/m1/events", timeout: .seconds(30)) { $0.contains(#""type":"reconnecting""#) }
+                let machine = try await HTTP.get("\(site.base)/v1/machines/m1").json
+                #expect(machine["state"] as? String == "offline")
+                #expect((machine["player"] as? [String: Any])?["session"] as? String == session, "the game is kept")
+                let gap = try await site.generic(from: "ann", #"{"command":1,"data":"down","serial":1}"#)
+                #expect(gap.json["code"] as? String == "machine_offline")
+
+                try site.restartSimulator()
+                try await events.waitFor("claw/m1/events", timeout: .seconds(30)) { $0.contains(#""type":"reconnected""#) }
+                let moved = try await site.generic(from: "ann", #"{"command":1,"data":"up","serial":2}"#)
+                #expect(moved.json["result"] as? String == "forwarded")
+                try await site.generic(from: "ann", #"{"command":2,"serial":3}"#)
+                try await eventually("the game to be recorded won") {
+                    (try? await HTTP.get("\(site.base)/v1/machines/m1/games"))?.body.contains(#""outcome":"won""#) == true
+                }
+                let games = try await HTTP.get("\(site.base)/v1/machines/m1/games").body
+                #expect(!games.contains("machine_offline"))
+                #expect(!events.payloads(on: "claw/m1/control").contains { $0.contains(#""data":"down""#) }, "nothing from the gap was delivered")
+                await events.stop()
             }
         }
 

@@ -416,8 +416,10 @@ import Testing
 }
 
 @Suite struct MachineStatePresenceTests {
-    @Test func goingOfflineEndsTheGameKeepsTheQueueAndResumesWhenBack() throws {
-        var game = PureGame()
+    @Test func withoutGraceGoingOfflineEndsTheGameKeepsTheQueueAndResumesWhenBack() throws {
+        var settings = GameSettings()
+        settings.offlineGrace = .zero
+        var game = PureGame(settings: settings)
         try game.play("alice")
         game.join("bob")
         let offline = game.presence(.offline)
@@ -430,6 +432,107 @@ import Testing
         let online = game.presence(.online)
         #expect(online.offer(to: "bob") != nil)
         #expect(game.snapshot.waiting.map(\.accid) == ["carol"])
+    }
+
+    @Test func aGameSurvivesAShortDropWithItsTimerStoppedForTheGap() throws {
+        var game = PureGame()
+        let session = try game.play("alice")
+        game.join("bob")
+        game.advance(by: .seconds(12))  // 18 s of the 30 s play timer left
+        let drop = game.presence(.offline)
+        #expect(drop.eventTypes == [.offline, .reconnecting])
+        #expect(drop.events(.reconnecting).first?.session == session)
+        #expect(drop.error(to: "alice") == "machine_offline")
+        #expect(drop.replies(to: "alice").last?.message?.contains("kept for 10 s") == true)
+        #expect(drop.games.isEmpty, "the game is not over")
+        #expect(game.status == .offline)
+        #expect(game.snapshot.player?.session == session, "the snapshot keeps the player through the gap")
+        #expect(game.state.nextDeadline() == game.now.uptime + .seconds(10), "the grace's end, not the play timer")
+
+        // Commands during the gap are refused, never delivered late.
+        let lost = game.move("alice", serial: 1)
+        #expect(lost.rejectedCode == .machineOffline)
+        #expect(lost.commands.isEmpty)
+
+        #expect(game.advance(by: .seconds(9)).effects.isEmpty, "the play timer is stopped, the grace not over")
+        let back = game.presence(.online)
+        #expect(back.eventTypes == [.online, .reconnected])
+        #expect(back.replies(to: "alice").last?.code == .queuePosition)
+        #expect(back.replies(to: "alice").last?.data == "0")
+        #expect(game.status == .playing)
+        #expect(game.state.phase.turn?.deadline == game.now.uptime + .seconds(18), "the timer goes on from where it stopped")
+        #expect(game.move("alice", serial: 2).commands.count == 1)
+
+        // The PC finishes the game it kept.
+        game.send("alice", #"{"command":2,"serial":3}"#)
+        let result = game.result(true, session: session)
+        #expect(result.games.first?.outcome == .won)
+        #expect(result.offer(to: "bob") != nil)
+    }
+
+    @Test func aGameWhosePCDoesNotReturnInTimeEndsMachineOffline() throws {
+        var game = PureGame()
+        try game.play("alice")
+        game.join("bob")
+        game.presence(.offline)
+        let over = game.advance(by: .seconds(10))
+        #expect(over.games.first?.outcome == .machineOffline)
+        #expect(over.error(to: "alice") == "machine_offline")
+        #expect(over.offer(to: "bob") == nil, "the machine is still offline")
+        #expect(game.snapshot.player == nil)
+        #expect(game.snapshot.waiting.map(\.accid) == ["bob"])
+        #expect(game.state.nextDeadline() == nil)
+        let back = game.presence(.online)
+        #expect(back.eventTypes.contains(.reconnected) == false)
+        #expect(back.offer(to: "bob") != nil)
+    }
+
+    @Test func theResultTimerIsStoppedTooAndALateResultStillCounts() throws {
+        var game = PureGame()
+        let session = try game.play("alice")
+        game.send("alice", #"{"command":2,"serial":1}"#)
+        game.advance(by: .seconds(5))  // 15 s of the 20 s result timer left
+        game.presence(.offline)
+        game.advance(by: .seconds(8))
+        game.presence(.online)
+        #expect(game.status == .awaitingResult)
+        #expect(game.state.phase.turn?.deadline == game.now.uptime + .seconds(15))
+        #expect(game.result(false, session: session).games.first?.outcome == .lost)
+    }
+
+    @Test func aPlayerWhoLeavesDuringTheGapEndsTheirGame() throws {
+        var game = PureGame()
+        try game.play("alice")
+        game.presence(.offline)
+        let left = game.send("alice", #"{"command":7}"#)
+        #expect(left.games.first?.outcome == .left)
+        game.join("bob")
+        #expect(game.advance(by: .seconds(10)).games.isEmpty, "nothing left to end")
+        let back = game.presence(.online)
+        #expect(back.eventTypes.contains(.reconnected) == false)
+        #expect(back.offer(to: "bob") != nil)
+    }
+
+    @Test func anOfferIsNotKeptThroughADrop() {
+        var game = PureGame()
+        game.join("alice")
+        let drop = game.presence(.offline)
+        #expect(!drop.eventTypes.contains(.reconnecting))
+        #expect(game.snapshot.player == nil)
+    }
+
+    @Test func aTurnThatEndsWithoutItsPlayerIsToldToThem() throws {
+        var game = PureGame()
+        game.join("alice")
+        let expired = game.advance(by: .seconds(10))
+        #expect(expired.error(to: "alice") == "offer_expired")
+        try game.play("bob")
+        game.send("bob", #"{"command":2,"serial":1}"#)
+        let noResult = game.advance(by: .seconds(20))
+        #expect(noResult.games.first?.outcome == .noResult)
+        #expect(noResult.error(to: "bob") == "no_result")
+        #expect((expired.replies + noResult.replies).filter { $0.message.code == .error }.allSatisfy { $0.priority == .high },
+            "notices go out ahead of refusals and are never held back")
     }
 
     @Test func anOfferedPlayerKeepsTheHeadWhenTheMachineDrops() {

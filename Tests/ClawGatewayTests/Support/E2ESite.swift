@@ -21,7 +21,7 @@ final class E2ESite {
 
     init(
         game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
-        simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]
+        keepalive: Int = 30, simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]
     ) async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
@@ -38,7 +38,7 @@ final class E2ESite {
                   generic:
                     secret: \(Self.webhookSecret)
 
-                """, adminToken: adminToken, logLevel: logLevel, http: http)
+                """, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive)
         try startGateway()
         self.simulatorArguments = simulatorArguments
         if simulate {
@@ -53,9 +53,10 @@ final class E2ESite {
     /// Runs `body` on a new site and stops every process afterwards, also when `body` throws.
     static func with(
         game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
-        _ body: (E2ESite) async throws -> Void
+        keepalive: Int = 30, _ body: (E2ESite) async throws -> Void
     ) async throws {
-        let site = try await E2ESite(game: game, simulate: simulate, adminToken: adminToken, logLevel: logLevel, http: http)
+        let site = try await E2ESite(
+            game: game, simulate: simulate, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive)
         do {
             try await body(site)
         } catch {
@@ -154,6 +155,12 @@ final class E2ESite {
     }
 
     /// The session of the last turn offer the fake NetEase API delivered to `player`.
+    /// The session of m1's current turn, as the read API shows it.
+    func currentSession(of machine: String = "m1") async throws -> String {
+        let player = try await HTTP.get("\(base)/v1/machines/\(machine)").json["player"] as? [String: Any]
+        return try #require(player?["session"] as? String, "\(machine) has no current turn")
+    }
+
     func offeredSession(to player: String) async throws -> String {
         var session: String?
         try await eventually("a turn offer to \(player)") {

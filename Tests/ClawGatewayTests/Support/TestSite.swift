@@ -12,7 +12,7 @@ struct TestSite {
     /// - Parameter extra: YAML appended at the top level (e.g. an `im:` section).
     init(
         broker: MosquittoBroker, machines: [String] = ["m1", "m2"], game: String = "", extra: String = "",
-        adminToken: String? = nil, logLevel: String = "debug", http: String = ""
+        adminToken: String? = nil, logLevel: String = "debug", http: String = "", keepalive: Int = 30
     ) throws {
         directory = try TemporaryDirectory.make(prefix: "site")
         httpPort = try FreePort.next()
@@ -22,6 +22,7 @@ struct TestSite {
               log_level: \(logLevel)
             mqtt:
               url: \(broker.url)
+              keepalive: \(keepalive)
             http:
               listen: 127.0.0.1:\(httpPort)
             \(adminToken.map { "  admin_token: \($0)" } ?? "")
