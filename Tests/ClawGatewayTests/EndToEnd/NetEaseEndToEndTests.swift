@@ -34,6 +34,51 @@ extension HeavySuites {
             }
         }
 
+        /// SPEC §3: a turn that ends without its player's doing is told to
+        /// them, through the same server API as every reply.
+        @Test func playersAreToldWhenTheirTurnEndsWithoutThem() async throws {
+            try await E2ESite.with(game: "accept_timeout: 1s\nresult_timeout: 1s\noffline_grace: 1s", simulate: false) { site in
+                let pc = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/control", "claw/m1/events"])
+                try await site.waitReady()
+                try pc.client.publish("claw/m1/state", payload: Array("online".utf8), qos: .atLeastOnce, retain: true)
+                try await pc.waitFor("claw/m1/events") { $0.contains(#""type":"online""#) }
+
+                func notices(to player: String) -> [WireMessage] {
+                    site.netease.attachments(to: player).compactMap { try? WireMessage.decode(Array($0.utf8)) }
+                        .filter { $0.code == .error && $0.serial == nil }
+                }
+
+                // Alice never accepts her offer.
+                try await site.copy(from: "alice", #"{"command":6}"#)
+                _ = try await site.offeredSession(to: "alice")
+                try await eventually("alice to be told her offer expired") { notices(to: "alice").contains { $0.data == "offer_expired" } }
+                #expect(notices(to: "alice").first?.message?.contains("Join again") == true)
+
+                // Bob grabs and the PC never answers.
+                try await site.copy(from: "bob", #"{"command":6}"#)
+                let bob = try await site.offeredSession(to: "bob")
+                try await site.copy(from: "bob", #"{"command":12,"data":"\#(bob)"}"#)
+                try await site.copy(from: "bob", #"{"command":2,"serial":1}"#)
+                try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":2,"#) }
+                try await eventually("bob to be told no result came") { notices(to: "bob").contains { $0.data == "no_result" } }
+
+                // Carol's PC drops mid-game and stays away: told once it is kept, once it has ended.
+                try await site.copy(from: "carol", #"{"command":6}"#)
+                let carol = try await site.offeredSession(to: "carol")
+                try await site.copy(from: "carol", #"{"command":12,"data":"\#(carol)"}"#)
+                try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":1001,"#) && $0.contains(carol) }
+                try pc.client.publish("claw/m1/state", payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
+                try await eventually("carol to be told the game ended") { notices(to: "carol").count == 2 }
+                let told = notices(to: "carol")
+                #expect(told.map(\.data) == ["machine_offline", "machine_offline"])
+                #expect(told.first?.message?.contains("kept for 1 s") == true)
+                #expect(told.last?.message?.contains("ended") == true)
+                let games = try await HTTP.get("\(site.base)/v1/machines/m1/games").json["games"] as? [[String: Any]] ?? []
+                #expect(games.first { $0["player"] as? String == "carol" }?["outcome"] as? String == "machine_offline")
+                await pc.stop()
+            }
+        }
+
         @Test func refusedAndIgnoredCopies() async throws {
             try await E2ESite.with(simulate: false) { site in
                 try await site.waitReady()
