@@ -1,7 +1,6 @@
 import AsyncHTTPClient
 import Foundation
 import Logging
-import Prometheus
 import Protocol
 import ServiceLifecycle
 
@@ -25,11 +24,13 @@ struct Gateway {
 
     /// - Parameters:
     ///   - players: replaces the IM providers (tests).
-    ///   - metrics: the registry `/metrics` exports; nil leaves the route out.
+    ///   - exportsMetrics: serve `/metrics` (the process-wide
+    ///     ``GatewayMetrics/registry``); false leaves the route out.
     static func build(
         config: GatewayConfig, logger: Logger, clock: GameClock = .system, players: (any PlayerChannel)? = nil,
-        metrics: PrometheusCollectorRegistry? = nil
+        exportsMetrics: Bool = false
     ) async throws -> Gateway {
+        if exportsMetrics { GatewayMetrics.prepare(version: ClawGatewayCommand.version) }
         let topics = config.topics
         var mqttConfiguration = MQTTClientConfiguration(settings: config.mqtt, will: MQTTService.will(topics: topics))
         mqttConfiguration.maxInboundPayload = Self.maxMachineMessage
@@ -49,11 +50,16 @@ struct Gateway {
             client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
             onConnected: { arcade.republish() },
             handle: { message in arcade.route(message) })
-        let exporter = metrics.map { registry in
-            { @Sendable () -> String in
-                MetricsExport.text(registry: registry, arcade: arcade, mqtt: mqtt)
-            }
-        }
+        let exporter: (@Sendable () -> String)? =
+            exportsMetrics ? { @Sendable in MetricsExport.text(arcade: arcade, mqtt: mqtt) } : nil
+        let stats = StatsService(
+            arcade: arcade, interval: config.gateway.statsInterval, gatewayID: config.gateway.id, topics: topics, clock: clock,
+            start: clock.now(),
+            connects: { mqtt.connectCount },
+            publish: { topic, payload, expiry throws(MQTTError) in
+                try mqtt.publish(topic, payload: payload, qos: .atMostOnce, retain: false, expiry: expiry)
+            },
+            logger: logger)
         let http = HTTPServer.application(
             HTTPServer.Parts(
                 config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: exporter),
@@ -62,7 +68,7 @@ struct Gateway {
         // winds down still reach their players.
         var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger), ClientService(client: replyClient)]
         services += players == nil ? queues.values.sorted { $0.delivery.provider < $1.delivery.provider } as [any Service] : []
-        services += [mqttService, http]
+        services += [mqttService, stats, http]
         return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, services: services)
     }
 

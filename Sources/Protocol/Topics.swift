@@ -21,6 +21,9 @@ public struct Topics: Sendable, Equatable {
     /// Retained `online`/`offline` presence of the gateway.
     public var gatewayState: String { "\(prefix)/\(Self.reservedMachineID)/state" }
 
+    /// The gateway's ``GatewayStatsReport``, every `gateway.stats_interval`.
+    public var gatewayStats: String { "\(prefix)/\(Self.reservedMachineID)/stats" }
+
     /// The machine and kind of a topic under this prefix, or nil.
     public func parse(_ topic: String) -> (machine: String, kind: MachineTopic)? {
         let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
@@ -47,6 +50,9 @@ public enum MachineTopic: String, Sendable, CaseIterable {
     case queue
     /// Gateway: one ``GameEvent`` per message.
     case events
+    /// Gateway, every `gateway.stats_interval`, not retained, expiring after
+    /// one interval: the ``MachineStatsReport``.
+    case stats
 }
 
 /// The payload of the retained `state` topics.

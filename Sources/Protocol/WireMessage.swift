@@ -245,7 +245,7 @@ enum JSONText {
 
     static func appendField(_ key: String, number: Double, to out: inout [UInt8]) {
         appendKey(key, to: &out)
-        out.append(contentsOf: String(number).utf8)
+        appendNumber(number, to: &out)
     }
 
     private static func appendKey(_ key: String, to out: inout [UInt8]) {

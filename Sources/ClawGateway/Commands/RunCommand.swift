@@ -1,8 +1,6 @@
 import Foundation
 import ArgumentParser
 import Logging
-import Metrics
-import Prometheus
 import ServiceLifecycle
 
 /// `claw-gateway run`: the daemon.
@@ -27,9 +25,7 @@ struct RunCommand: AsyncParsableCommand {
         // A file size limit (RLIMIT_FSIZE) must fail the write, which storage
         // reports and recovers from, rather than kill the process.
         signal(SIGXFSZ, SIG_IGN)
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        let gateway = try await Gateway.build(config: config, logger: logger, metrics: registry)
+        let gateway = try await Gateway.build(config: config, logger: logger, exportsMetrics: true)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: gateway.services,

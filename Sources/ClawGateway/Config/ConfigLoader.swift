@@ -65,7 +65,7 @@ private struct Schema {
         guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines"]) else {
             return nil
         }
-        let gateway = readGateway(top.section("gateway", keys: ["id", "log_level"], required: true))
+        let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
         let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_timeout", "max_connections"]))
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
@@ -80,7 +80,8 @@ private struct Schema {
         guard let section else { return nil }
         let id = section.nonEmpty("id", required: true)
         let level = section.choice("log_level", default: Logger.Level.info, from: Logger.Level.allCases.map { ($0.rawValue, $0) })
-        return id.map { GatewaySettings(id: $0, logLevel: level) }
+        let stats = section.duration("stats_interval", default: .seconds(3), zeroTurnsOff: true, atLeast: .seconds(1))
+        return id.map { GatewaySettings(id: $0, logLevel: level, statsInterval: stats) }
     }
 
     private func readMQTT(_ section: ConfigReader.Section?, gatewayID: String?) -> MQTTSettings? {
@@ -176,7 +177,7 @@ private struct Schema {
         game.relayAcks = section.bool("relay_acks", default: game.relayAcks)
         game.commandEvents = section.bool("command_events", default: game.commandEvents)
         game.suspectAfter = section.int("suspect_after", default: game.suspectAfter, in: 0...1000)
-        game.offlineGrace = section.duration("offline_grace", default: game.offlineGrace)
+        game.offlineGrace = section.duration("offline_grace", default: game.offlineGrace, zeroTurnsOff: true)
         return game
     }
 

@@ -180,14 +180,25 @@ extension ConfigReader {
             }
         }
 
-        func duration(_ key: String, default fallback: Duration) -> Duration {
+        /// A duration longer than zero; with `zeroTurnsOff`, also `0` (or
+        /// `0s`), which turns the feature off; with `atLeast`, nothing shorter
+        /// but zero.
+        func duration(_ key: String, default fallback: Duration, zeroTurnsOff: Bool = false, atLeast minimum: Duration? = nil)
+            -> Duration
+        {
             guard let text = string(key) else { return fallback }
+            if zeroTurnsOff, text == "0" { return .zero }
             guard let value = ConfigDuration.parse(text) else {
                 reader.report(path(key), "\"\(text)\" is not a duration; write e.g. 500ms, 10s, 2m or 1h")
                 return fallback
             }
+            if zeroTurnsOff, value == .zero { return .zero }
             guard value > .zero else {
                 reader.report(path(key), "must be longer than zero")
+                return fallback
+            }
+            if let minimum, value < minimum {
+                reader.report(path(key), "must be at least \(ConfigDuration.format(minimum))\(zeroTurnsOff ? ", or 0 to turn it off" : "")")
                 return fallback
             }
             return value

@@ -20,6 +20,8 @@ struct GatewayConfig: Sendable {
 struct GatewaySettings: Sendable {
     var id: String
     var logLevel: Logger.Level
+    /// How often `claw/<m>/stats` and `claw/gateway/stats` go out; zero: never.
+    var statsInterval: Duration = .seconds(3)
 }
 
 struct MQTTSettings: Sendable {

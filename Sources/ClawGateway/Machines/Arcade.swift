@@ -139,7 +139,7 @@ final class Arcade: Sendable {
         case .ack: machine.handleAck(message)
         case .result: machine.handleResult(message)
         case .state: machine.handlePresence(message)
-        case .control, .camera, .queue, .events: break
+        case .control, .camera, .queue, .events, .stats: break
         }
     }
 

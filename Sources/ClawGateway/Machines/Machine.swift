@@ -48,8 +48,10 @@ final class Machine: Sendable {
         var logger = environment.logger
         logger[metadataKey: "machine.id"] = .string(config.id)
         self.logger = logger
-        metrics = MachineMetrics(machine: config.id)
         let wall = environment.clock.wallNow()
+        let midnight = Calendar.current.startOfDay(for: wall)
+        let today = try environment.writer.store.today(machine: config.id, since: midnight)
+        metrics = MachineMetrics(machine: config.id, today: MachineStats.Today(day: midnight, games: today.games, wins: today.wins))
         let restored = try environment.writer.store.restore(machine: config.id, now: wall)
         if !restored.closedGames.isEmpty || !restored.requeuedOffers.isEmpty {
             logger.notice(
@@ -141,6 +143,26 @@ final class Machine: Sendable {
         return guarded.withLock { $0.game.snapshot(at: now) }
     }
 
+    /// The machine's statistics for the interval that ends now, which
+    /// starts the next one (SPEC §4, `claw/<m>/stats`).
+    func takeStats(at now: Moment, interval: Duration) -> MachineStatsReport {
+        let (online, status, length) = guarded.withLock { ($0.game.online, $0.game.status, $0.game.waiting.count) }
+        let (figures, today) = metrics.stats.take(at: now.wall)
+        return MachineStatsReport(
+            machine: id, ts: Timestamp.string(now.wall), intervalSeconds: interval.seconds, online: online, state: status,
+            queueLength: length, commands: figures.commands,
+            dropped: Dictionary(uniqueKeysWithValues: figures.dropped.map { ($0.key.rawValue, $0.value) }), acks: figures.acks,
+            ackTimeouts: figures.ackTimeouts, ackLatencyMs: figures.latency, gamesToday: today.games, winsToday: today.wins)
+    }
+
+    /// Brings the machine's gauges on `/metrics` up to date.
+    func exportGauges() {
+        let snapshot = currentSnapshot()
+        metrics.queueLength.set(to: Double(snapshot.length))
+        metrics.online.set(to: snapshot.online ? 1 : 0)
+        metrics.suspect.set(to: snapshot.suspect ? 1 : 0)
+    }
+
     /// What storage must hold for this machine, for the writer's rewrite after a failure.
     func durableImage() -> DurableMachine {
         guarded.withLock { $0.game.durableImage }
@@ -225,6 +247,7 @@ final class Machine: Sendable {
             let topic = camera ? topics.camera : topics.control
             do {
                 try environment.publisher.publish(topic, payload: message.encoded(), qos: .atMostOnce, retain: false)
+                metrics.stats.commandSent()
             } catch {
                 metrics.commandsLost.increment()
                 logger.warning("Command not published", metadata: ["mqtt.topic": .string(topic), "mqtt.error": .string(error.message)])
@@ -235,7 +258,7 @@ final class Machine: Sendable {
             case .command:
                 break
             case .event(let event):
-                metrics.record(event)
+                metrics.record(event, at: environment.clock.wallNow())
                 note(event)
                 if environment.publishesEvent(event.type, settings: settings) { publish(event) }
             case .snapshot(let snapshot):
@@ -374,7 +397,7 @@ final class Machine: Sendable {
 
 /// A machine's topics, worked out once.
 struct MachineTopics: Sendable {
-    let control, camera, ack, result, state, queue, events: String
+    let control, camera, ack, result, state, queue, events, stats: String
 
     init(_ machine: MachineConfig, _ topics: Topics) {
         control = topics.machine(machine.id, .control)
@@ -384,5 +407,6 @@ struct MachineTopics: Sendable {
         state = topics.machine(machine.id, .state)
         queue = topics.machine(machine.id, .queue)
         events = topics.machine(machine.id, .events)
+        stats = topics.machine(machine.id, .stats)
     }
 }

@@ -1,8 +1,10 @@
-import CoreMetrics
+import Foundation
+import Prometheus
 import Protocol
 
-/// A machine's metric handles, made once: looking one up per event costs a
-/// lock and a dictionary in the registry on every command.
+/// A machine's metric handles, made once when the machine is (so every
+/// series is on `/metrics` at 0 from the start), and its statistics for
+/// `claw/<m>/stats`.
 struct MachineMetrics: Sendable {
     let forwarded: Counter
     let ackTimeouts: Counter
@@ -12,40 +14,64 @@ struct MachineMetrics: Sendable {
     let refusalsHeldBack: Counter
     /// Messages from the PC that were ignored: retained, undecodable, unexpected.
     let badMessages: Counter
-    private let ackLatency: CoreMetrics.Timer
+    let queueLength: Gauge
+    let online: Gauge
+    let suspect: Gauge
+    let stats: MachineStats
+    private let ackLatency: DurationHistogram
     private let dropped: [ErrorCode: Counter]
     private let games: [GameOutcome: Counter]
 
-    init(machine: String) {
-        forwarded = Counter(label: "claw_commands_forwarded_total", dimensions: [("machine", machine)])
-        ackTimeouts = Counter(label: "claw_ack_timeouts_total", dimensions: [("machine", machine)])
-        commandsLost = Counter(label: "claw_commands_lost_total", dimensions: [("machine", machine)])
-        refusalsHeldBack = Counter(label: "claw_refusals_held_back_total", dimensions: [("machine", machine)])
-        badMessages = Counter(label: "claw_machine_messages_ignored_total", dimensions: [("machine", machine)])
-        ackLatency = CoreMetrics.Timer(label: "claw_ack_latency_seconds", preferredDisplayUnit: .seconds)
+    /// Ack latency buckets: a PC on the arcade's LAN acks in a few
+    /// milliseconds; a second is already a problem.
+    static let ackBuckets: [Duration] = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000].map {
+        .microseconds(Int64($0 * 1000))
+    }
+
+    init(machine: String, today: MachineStats.Today) {
+        let registry = GatewayMetrics.registry
+        typealias Family = GatewayMetrics.Family
+        let label = [("machine", machine)]
+        forwarded = registry.makeCounter(descriptor: Family.forwarded, labels: label)
+        ackTimeouts = registry.makeCounter(descriptor: Family.ackTimeouts, labels: label)
+        commandsLost = registry.makeCounter(descriptor: Family.commandsLost, labels: label)
+        refusalsHeldBack = registry.makeCounter(descriptor: Family.refusalsHeldBack, labels: label)
+        badMessages = registry.makeCounter(descriptor: Family.ignored, labels: label)
+        queueLength = registry.makeGauge(descriptor: Family.queueLength, labels: label)
+        online = registry.makeGauge(descriptor: Family.online, labels: label)
+        suspect = registry.makeGauge(descriptor: Family.suspect, labels: label)
+        ackLatency = registry.makeDurationHistogram(descriptor: Family.ackLatency, labels: label, buckets: Self.ackBuckets)
         dropped = Dictionary(
-            uniqueKeysWithValues: ErrorCode.allCases.map { code in
-                (code, Counter(label: "claw_commands_dropped_total", dimensions: [("machine", machine), ("reason", code.rawValue)]))
+            uniqueKeysWithValues: ErrorCode.allCases.filter { $0.isRefusal && $0 != .unknownMachine }.map { code in
+                (
+                    code,
+                    registry.makeCounter(descriptor: Family.dropped, labels: [("machine", machine), ("reason", code.rawValue)])
+                )
             })
         games = Dictionary(
             uniqueKeysWithValues: GameOutcome.allCases.map { outcome in
-                (outcome, Counter(label: "claw_games_total", dimensions: [("outcome", outcome.rawValue)]))
+                (
+                    outcome,
+                    registry.makeCounter(descriptor: Family.games, labels: [("machine", machine), ("outcome", outcome.rawValue)])
+                )
             })
+        stats = MachineStats(today: today)
     }
 
     /// A request refused with `code`.
     func dropped(_ code: ErrorCode) {
         dropped[code]?.increment()
+        stats.dropped(code)
     }
 
     /// Counts what an event says: commands forwarded and dropped, ack latency
-    /// and timeouts, games by outcome.
-    func record(_ event: GameEvent) {
+    /// and timeouts, games by outcome; and the machine's statistics.
+    func record(_ event: GameEvent, at wall: @autoclosure () -> Date) {
         switch event.type {
         case .command:
             forwarded.increment()
         case .dropped:
-            if let code = event.reason.flatMap(ErrorCode.init(rawValue:)) { self.dropped(code) }
+            if let code = event.reason.flatMap(ErrorCode.init(rawValue:)) { dropped[code]?.increment() }
         case .ack:
             if let latency = event.latencyMs { ackLatency.recordNanoseconds(Int64(latency * 1_000_000)) }
         case .ackTimeout:
@@ -55,5 +81,6 @@ struct MachineMetrics: Sendable {
         default:
             break
         }
+        stats.record(event, at: wall())
     }
 }

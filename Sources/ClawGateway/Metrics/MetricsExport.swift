@@ -1,21 +1,16 @@
-import CoreMetrics
 import Prometheus
 
-/// `/metrics`: what was recorded through swift-metrics, plus gauges read from
-/// the machines and the MQTT client at scrape time.
+/// `/metrics`: the process-wide registry, with the gauges that are read
+/// from the machines and the MQTT client brought up to date first.
 enum MetricsExport {
-    static func text(registry: PrometheusCollectorRegistry, arcade: Arcade, mqtt: MQTTClient) -> String {
-        for machine in arcade.machines {
-            let snapshot = machine.currentSnapshot()
-            CoreMetrics.Gauge(label: "claw_queue_length", dimensions: [("machine", machine.id)]).record(snapshot.length)
-            CoreMetrics.Gauge(label: "claw_machine_online", dimensions: [("machine", machine.id)]).record(snapshot.online ? 1 : 0)
-        }
-        CoreMetrics.Gauge(label: "claw_mqtt_connected").record(mqtt.isConnected ? 1 : 0)
-        CoreMetrics.Gauge(label: "claw_mqtt_connects").record(mqtt.connectCount)
-        CoreMetrics.Gauge(label: "claw_mqtt_messages_oversized").record(mqtt.oversizedMessages)
-        CoreMetrics.Gauge(label: "claw_storage_writable").record(arcade.writer.isWritable ? 1 : 0)
+    static func text(arcade: Arcade, mqtt: MQTTClient) -> String {
+        for machine in arcade.machines { machine.exportGauges() }
+        GatewayMetrics.mqttConnected.set(to: mqtt.isConnected ? 1 : 0)
+        GatewayMetrics.mqttConnects.sync(to: mqtt.connectCount)
+        GatewayMetrics.mqttOversized.sync(to: mqtt.oversizedMessages)
+        GatewayMetrics.storageWritable.set(to: arcade.writer.isWritable ? 1 : 0)
         var buffer: [UInt8] = []
-        registry.emit(into: &buffer)
+        GatewayMetrics.registry.emit(into: &buffer)
         return String(decoding: buffer, as: UTF8.self)
     }
 }

@@ -186,6 +186,29 @@ final class GameStore: Sendable {
         }
     }
 
+    /// The games a machine started, and won, since `midnight`: where its
+    /// statistics' counts for today start after a restart. A game won today
+    /// was offered at most an hour before midnight (its timers are minutes
+    /// at most), so the (machine, offered_at) index bounds the scan.
+    func today(machine: String, since midnight: Date) throws(StorageError) -> (games: Int, wins: Int) {
+        do {
+            return try pool.read { db in
+                let start = Timestamp.string(midnight)
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT COALESCE(SUM(started_at >= ?1), 0) AS games,
+                               COALESCE(SUM(outcome = 'won' AND ended_at >= ?1), 0) AS wins
+                        FROM games WHERE machine = ?2 AND offered_at >= ?3
+                        """,
+                    arguments: [start, machine, Timestamp.string(midnight.addingTimeInterval(-3600))])
+                return (row?["games"] ?? 0, row?["wins"] ?? 0)
+            }
+        } catch {
+            throw StorageError(path: path, operation: "count today's games of \(machine)", underlying: error)
+        }
+    }
+
     /// The accounts in a machine's stored queue, in order: for tests and diagnostics.
     func queuedNow(machine: String) throws(StorageError) -> [String] {
         do {

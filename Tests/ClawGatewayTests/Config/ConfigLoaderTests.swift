@@ -40,8 +40,17 @@ struct ConfigLoaderTests {
         #expect(config.game.acceptTimeout == .seconds(10))
         #expect(config.game.playTimeout == .seconds(30))
         #expect(config.game.resultTimeout == .seconds(20))
+        #expect(config.game.offlineGrace == .seconds(10))
+        #expect(config.gateway.statsInterval == .seconds(3))
         #expect(config.storage.path == "/tmp/data/gateway.sqlite")
         #expect(config.machines == [MachineConfig(id: "m1", name: "m1", imAccount: "m1", cameras: [], cameraTopic: nil)])
+    }
+
+    @Test("0 turns the statistics off and the offline grace to nothing")
+    func zeroTurnsOff() throws {
+        let config = try parse("gateway: { id: a, stats_interval: 0 }\nmqtt: { url: mqtt://h }\ngame: { offline_grace: 0s }\nmachines: [{id: m1}]")
+        #expect(config.gateway.statsInterval == .zero)
+        #expect(config.game.offlineGrace == .zero)
     }
 
     @Test("the repository's gateway.yaml is valid")
@@ -156,6 +165,9 @@ struct ConfigLoaderTests {
         Case(yaml: minimal + "\ngame: { accept_timeout: 10 s }", expected: "game.accept_timeout: \"10 s\" is not a duration"),
         Case(yaml: minimal + "\ngame: { result_timeout: 5d }", expected: "game.result_timeout: \"5d\" is not a duration"),
         Case(yaml: minimal + "\ngame: { ack_timeout: 0s }", expected: "game.ack_timeout: must be longer than zero"),
+        Case(yaml: minimal + "\ngame: { offline_grace: -1s }", expected: "game.offline_grace: \"-1s\" is not a duration"),
+        Case(yaml: "gateway: { id: a, stats_interval: 500ms }\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "gateway.stats_interval: must be at least 1s, or 0 to turn it off"),
+        Case(yaml: "gateway: { id: a, stats_interval: often }\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "gateway.stats_interval: \"often\" is not a duration"),
         Case(yaml: minimal + "\nim: { netease: { app_key: k, app_secret: s, max_clock_skew: soon } }", expected: "im.netease.max_clock_skew: \"soon\" is not a duration"),
         // numbers and flags
         Case(yaml: minimal + "\ngame: { max_queue: 0 }", expected: "game.max_queue: must be between 1 and 100000, not 0"),

@@ -72,23 +72,57 @@ extension HeavySuites {
         @Test func metricsCoverTheGame() async throws {
             try await E2ESite.with { site in
                 try await site.generic(from: "ann", #"{"command":6}"#)
-                let session = try await HTTP.get("\(site.base)/v1/machines/m1").json["player"].flatMap { ($0 as? [String: Any])?["session"] as? String }
-                try await site.generic(from: "ann", #"{"command":12,"data":"\#(session ?? "")"}"#)
+                let session = try await site.currentSession()
+                try await site.generic(from: "ann", #"{"command":12,"data":"\#(session)"}"#)
                 try await site.generic(from: "ann", #"{"command":1,"data":"up","serial":1}"#)
                 try await site.generic(from: "bob", #"{"command":1,"data":"up","serial":1}"#)
                 try await site.generic(from: "ann", #"{"command":2,"serial":2}"#)
-                try await eventually("the game to end") {
-                    (try? await HTTP.get("\(site.base)/metrics"))?.body.contains("claw_games_total") == true
+                try await eventually("the game to be counted won") {
+                    (try? await HTTP.get("\(site.base)/metrics"))?.body.contains(#"claw_games_total{machine="m1",outcome="won"} 1"#) == true
                 }
                 let text = try await HTTP.get("\(site.base)/metrics").body
                 for name in [
-                    #"claw_notifications_total{provider="generic",result="forwarded"}"#, #"claw_commands_forwarded_total{machine="m1"}"#,
-                    #"claw_commands_dropped_total{machine="m1",reason="not_your_turn"}"#, "claw_ack_latency_seconds_bucket",
-                    #"claw_games_total{outcome="won"}"#, #"claw_queue_length{machine="m1"}"#, #"claw_machine_online{machine="m2"} 1"#,
+                    #"claw_notifications_total{provider="generic",result="forwarded"} 2"#, #"claw_commands_forwarded_total{machine="m1"} 2"#,
+                    #"claw_commands_dropped_total{machine="m1",reason="not_your_turn"} 1"#, #"claw_ack_latency_seconds_count{machine="m1"} 3"#,
+                    #"claw_queue_length{machine="m1"} 0"#, #"claw_machine_online{machine="m2"} 1"#,
                     "claw_mqtt_connected 1", #"claw_http_requests_total{route="/v1/notifications",status="200"}"#,
                 ] {
                     #expect(text.contains(name), "\(name) missing from /metrics")
                 }
+            }
+        }
+
+        /// SPEC §5: every family with its HELP, and the counters present at 0
+        /// before anything happened, as Prometheus users expect.
+        @Test func theFirstScrapeShowsEveryFamilyWithItsHelp() async throws {
+            try await E2ESite.with(simulate: false) { site in
+                try await site.waitReady()
+                let text = try await HTTP.get("\(site.base)/metrics").body
+                let exposition = try PrometheusText(text)
+                #expect(exposition.problems == [], "\(exposition.problems)")
+                for family in exposition.types.keys {
+                    #expect(exposition.help[family]?.isEmpty == false, "\(family) has no HELP")
+                    if exposition.types[family] == "counter" { #expect(family.hasSuffix("_total"), "counter \(family) is not named _total") }
+                }
+                for machine in ["m1", "m2"] {
+                    for series in [
+                        #"claw_commands_forwarded_total{machine="\#(machine)"}"#, #"claw_ack_timeouts_total{machine="\#(machine)"}"#,
+                        #"claw_commands_dropped_total{machine="\#(machine)",reason="not_your_turn"}"#,
+                        #"claw_commands_dropped_total{machine="\#(machine)",reason="rate_limited"}"#,
+                        #"claw_games_total{machine="\#(machine)",outcome="won"}"#, #"claw_games_total{machine="\#(machine)",outcome="no_result"}"#,
+                        #"claw_ack_latency_seconds_count{machine="\#(machine)"}"#, #"claw_commands_lost_total{machine="\#(machine)"}"#,
+                        #"claw_machine_suspect{machine="\#(machine)"}"#, #"claw_machine_online{machine="\#(machine)"}"#,
+                    ] {
+                        #expect(exposition.samples[series] == 0, "\(series) is not at 0 before anything happened")
+                    }
+                }
+                #expect(exposition.samples[#"claw_notifications_total{provider="netease",result="forwarded"}"#] == 0)
+                #expect(exposition.samples[#"claw_im_replies_total{provider="generic",result="failed"}"#] == 0)
+                #expect(exposition.samples[#"claw_build_info{version="\#(ClawGatewayCommand.version)"}"#] == 1)
+                #expect(exposition.samples["claw_mqtt_connects_total"] == 1)
+                #expect(exposition.samples["claw_mqtt_connected"] == 1)
+                #expect(exposition.samples["claw_storage_writable"] == 1)
+                #expect(exposition.types["claw_ack_latency_seconds"] == "histogram")
             }
         }
 

@@ -143,6 +143,27 @@ import Testing
         await second.stop()
     }
 
+    @Test func todaysGamesAndWinsCarryOnAcrossARestart() async throws {
+        let first = try await GameHarness.online()
+        try await first.play("alice")
+        await first.send("alice", #"{"command":2,"serial":1}"#)
+        await first.result(true)
+        try await first.play("bob")
+        await first.send("bob", #"{"command":2,"serial":1}"#)
+        await first.result(false)
+        await first.join("carol")
+        await first.send("carol", #"{"command":13,"data":"\#(first.offer(to: "carol") ?? "")"}"#)  // declined: no game
+        let before = first.machine.takeStats(at: first.gameClock.moment(), interval: .seconds(3))
+        #expect(before.gamesToday == 2 && before.winsToday == 1)
+        await first.stop()
+
+        let second = try GameHarness(directory: first.directory, sessions: "t")
+        let after = second.machine.takeStats(at: second.gameClock.moment(), interval: .seconds(3))
+        #expect(after.gamesToday == 2, "read back from storage")
+        #expect(after.winsToday == 1)
+        await second.stop()
+    }
+
     @Test func anOpenOfferGoesBackToTheHeadAndAStartedGameIsClosed() async throws {
         let first = try await GameHarness.online()
         try await first.play("alice")

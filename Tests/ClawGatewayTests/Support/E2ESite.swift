@@ -21,7 +21,7 @@ final class E2ESite {
 
     init(
         game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
-        keepalive: Int = 30, simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]
+        keepalive: Int = 30, gateway: String = "", simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]
     ) async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
@@ -38,7 +38,8 @@ final class E2ESite {
                   generic:
                     secret: \(Self.webhookSecret)
 
-                """, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive)
+                """, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive,
+            gateway: gateway)
         try startGateway()
         self.simulatorArguments = simulatorArguments
         if simulate {
@@ -53,10 +54,11 @@ final class E2ESite {
     /// Runs `body` on a new site and stops every process afterwards, also when `body` throws.
     static func with(
         game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
-        keepalive: Int = 30, _ body: (E2ESite) async throws -> Void
+        keepalive: Int = 30, gateway: String = "", _ body: (E2ESite) async throws -> Void
     ) async throws {
         let site = try await E2ESite(
-            game: game, simulate: simulate, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive)
+            game: game, simulate: simulate, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive,
+            gateway: gateway)
         do {
             try await body(site)
         } catch {

@@ -68,6 +68,8 @@ final class RecordingPlayers: PlayerChannel {
 /// writer has committed and the machine told (``settle()``). Nothing sleeps.
 final class GameHarness: Sendable {
     let clock = TestClock<Duration>()
+    /// The game's view of ``clock``: wall time from ``epoch``.
+    let gameClock: GameClock
     let publisher = RecordingPublisher()
     let players: RecordingPlayers
     let directory: URL
@@ -90,8 +92,9 @@ final class GameHarness: Sendable {
         self.settings = settings
         let store = try GameStore(path: Self.databasePath(in: self.directory))
         writer = StorageWriter(store: store, logger: Logger(label: "test"))
+        gameClock = .following(clock, from: Self.epoch)
         let environment = MachineEnvironment(
-            clock: .following(clock, from: Self.epoch), publisher: publisher, players: players, writer: writer,
+            clock: gameClock, publisher: publisher, players: players, writer: writer,
             deadlines: Deadlines(), limits: PlayerLimits(perSecond: settings.maxCommandsPerSecond), logger: Logger(label: "test"),
             sessionPrefix: prefix)
         arcade = try Arcade(config: Self.config(settings: settings), environment: environment)

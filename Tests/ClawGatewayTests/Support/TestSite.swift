@@ -12,7 +12,7 @@ struct TestSite {
     /// - Parameter extra: YAML appended at the top level (e.g. an `im:` section).
     init(
         broker: MosquittoBroker, machines: [String] = ["m1", "m2"], game: String = "", extra: String = "",
-        adminToken: String? = nil, logLevel: String = "debug", http: String = "", keepalive: Int = 30
+        adminToken: String? = nil, logLevel: String = "debug", http: String = "", keepalive: Int = 30, gateway: String = ""
     ) throws {
         directory = try TemporaryDirectory.make(prefix: "site")
         httpPort = try FreePort.next()
@@ -20,6 +20,7 @@ struct TestSite {
             gateway:
               id: test
               log_level: \(logLevel)
+            \(gateway.split(separator: "\n").map { "  \($0)" }.joined(separator: "\n"))
             mqtt:
               url: \(broker.url)
               keepalive: \(keepalive)
