@@ -2,10 +2,14 @@
 # Sourced by scripts/run and scripts/test.
 
 CLAW_PACKAGES="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev openssl curl ca-certificates"
+# What only the tests need: the reference PC of examples/ (paho-mqtt) and a
+# real browser for the dashboard (headless chromium through selenium).
+CLAW_TEST_PACKAGES="python3 python3-paho-mqtt chromium chromium-driver python3-selenium"
 
+# Installs CLAW_PACKAGES and any further packages named as arguments.
 claw_install_packages() {
     local missing=()
-    for package in $CLAW_PACKAGES; do
+    for package in $CLAW_PACKAGES "$@"; do
         dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
     done
     if [ ${#missing[@]} -gt 0 ]; then
