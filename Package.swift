@@ -55,6 +55,12 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
+            ],
+            // The dashboard, compiled into the binary: nothing to install beside it.
+            resources: [
+                .embedInCode("Live/Dashboard/dashboard.html"),
+                .embedInCode("Live/Dashboard/dashboard.js"),
+                .embedInCode("Live/Dashboard/dashboard.css"),
             ]
         ),
         // The soak, memory and start-up benchmark: its own binary, not the daemon's.

@@ -41,9 +41,14 @@ struct Gateway {
         let queues = replyQueues(config.im, client: replyClient, logger: logger)
         let channel = players ?? ReplyRouter(
                 queues: queues, configured: config.im.providers, fallback: config.im.defaultProvider, clock: clock, logger: logger)
-        let environment = MachineEnvironment(
+        let feed = ArcadeFeed(machines: config.machines.count, clock: clock, logger: logger) {
+            ArcadeFeed.GatewayStatus(
+                brokerConnected: mqtt.isConnected, storageWritable: writer.isWritable, repliesFailed: GatewayMetrics.repliesFailed)
+        }
+        var environment = MachineEnvironment(
             clock: clock, publisher: mqtt, players: channel, writer: writer, deadlines: Deadlines(),
             limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger)
+        environment.feed = feed
         let arcade = try Arcade(config: config, environment: environment)
         writer.start(arcade.storageMachines)
         let mqttService = MQTTService(
@@ -59,16 +64,18 @@ struct Gateway {
             publish: { topic, payload, expiry throws(MQTTError) in
                 try mqtt.publish(topic, payload: payload, qos: .atMostOnce, retain: false, expiry: expiry)
             },
-            logger: logger)
+            feed: feed, logger: logger)
         let http = HTTPServer.application(
             HTTPServer.Parts(
-                config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: exporter),
+                config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
+                uptime: { clock.now() }),
             logger: logger)
         // The reply queues stop after MQTT, so results that arrive while MQTT
         // winds down still reach their players.
         var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger), ClientService(client: replyClient)]
         services += players == nil ? queues.values.sorted { $0.delivery.provider < $1.delivery.provider } as [any Service] : []
-        services += [mqttService, stats, http]
+        // The feed stops first: its streams would keep HTTP from stopping.
+        services += [mqttService, stats, http, feed]
         return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, services: services)
     }
 

@@ -12,6 +12,9 @@ enum HTTPServer {
         var arcade: Arcade
         var isBrokerConnected: @Sendable () -> Bool
         var metrics: (@Sendable () -> String)?
+        /// The live feed behind `/v1/stream` and the dashboard; nil leaves them out.
+        var feed: ArcadeFeed?
+        var uptime: @Sendable () -> Duration
         var now: @Sendable () -> Date = { Date() }
         /// The message ids already seen, shared by the router and the fast path.
         var recentMessages = RecentIDs()
@@ -20,12 +23,15 @@ enum HTTPServer {
 
         init(
             config: GatewayConfig, arcade: Arcade, isBrokerConnected: @escaping @Sendable () -> Bool,
-            metrics: (@Sendable () -> String)?, now: @escaping @Sendable () -> Date = { Date() }
+            metrics: (@Sendable () -> String)?, feed: ArcadeFeed? = nil, uptime: @escaping @Sendable () -> Duration = { .zero },
+            now: @escaping @Sendable () -> Date = { Date() }
         ) {
             self.config = config
             self.arcade = arcade
             self.isBrokerConnected = isBrokerConnected
             self.metrics = metrics
+            self.feed = feed
+            self.uptime = uptime
             self.now = now
             replays = ReplayGuard(window: config.im.generic?.maxClockSkew ?? .seconds(300))
         }
@@ -43,6 +49,13 @@ enum HTTPServer {
             .add(to: router)
         if let token = parts.config.http.adminToken {
             AdminRoutes<BasicRequestContext>(arcade: parts.arcade, token: token).add(to: router)
+        }
+        if let feed = parts.feed {
+            DashboardRoutes<BasicRequestContext>(
+                feed: feed, arcade: parts.arcade, gatewayID: parts.config.gateway.id,
+                statsInterval: parts.config.gateway.statsInterval, admin: parts.config.http.adminToken != nil,
+                uptime: parts.uptime, now: parts.now
+            ).add(to: router)
         }
         if let metrics = parts.metrics {
             router.get("/metrics") { _, _ in

@@ -299,8 +299,10 @@ final class Machine: Sendable {
     }
 
     private func publish(_ event: GameEvent) {
+        let payload = event.encoded()
+        environment.feed?.event(index, payload)
         do {
-            try environment.publisher.publish(topics.events, payload: event.encoded(), qos: .atMostOnce, retain: false)
+            try environment.publisher.publish(topics.events, payload: payload, qos: .atMostOnce, retain: false)
         } catch where error.code == .notConnected {
             // Events are a live stream; while the broker is away there is no one to tell.
         } catch {
@@ -311,8 +313,10 @@ final class Machine: Sendable {
     /// The retained snapshot, QoS 1. While the broker is away it is skipped:
     /// the gateway republishes every snapshot when it reconnects.
     private func publish(_ snapshot: QueueSnapshot) {
+        let payload = snapshot.encoded()
+        environment.feed?.snapshot(index, payload)
         do {
-            try environment.publisher.publish(topics.queue, payload: snapshot.encoded(), qos: .atLeastOnce, retain: true)
+            try environment.publisher.publish(topics.queue, payload: payload, qos: .atLeastOnce, retain: true)
         } catch where error.code == .notConnected {
             logger.debug("Snapshot not published while disconnected")
         } catch {

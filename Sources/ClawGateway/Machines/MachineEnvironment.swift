@@ -35,6 +35,8 @@ struct MachineEnvironment: Sendable {
     var logger: Logger
     /// Unique to this run of the gateway: session ids are this and a counter.
     var sessionPrefix: String = Self.randomSessionPrefix()
+    /// Where snapshots and events also go: `GET /v1/stream` and the dashboard.
+    var feed: ArcadeFeed?
 
     static func randomSessionPrefix() -> String {
         Signatures.nonce(bytes: 6) + "-"

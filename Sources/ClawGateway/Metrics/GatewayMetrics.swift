@@ -140,6 +140,11 @@ enum GatewayMetrics {
         return (byProvider, replyCounts)
     }
 
+    /// Replies that failed since the process started, all providers.
+    static var repliesFailed: Int {
+        replies.values.reduce(0) { $0 + ($1["failed"]?.total ?? 0) }
+    }
+
     private static let notifications: [String: [String: Tally]] = table(
         Family.notifications, ("provider", providers), ("result", notificationResults))
     private static let replies: [String: [String: Tally]] = table(Family.replies, ("provider", providers), ("result", replyResults))
@@ -216,6 +221,7 @@ enum GatewayMetrics {
 final class Tally: Sendable {
     private let counter: Counter
     private let interval = Atomic<Int>(0)
+    private let all = Atomic<Int>(0)
 
     init(_ counter: Counter) {
         self.counter = counter
@@ -224,7 +230,11 @@ final class Tally: Sendable {
     func increment() {
         counter.increment()
         interval.add(1, ordering: .relaxed)
+        all.add(1, ordering: .relaxed)
     }
+
+    /// The count since the process started.
+    var total: Int { all.load(ordering: .relaxed) }
 
     /// The count since the last call.
     func take() -> Int {

@@ -26,6 +26,8 @@ struct StatsService: Service {
     /// Connections the MQTT client has made so far.
     let connects: @Sendable () -> Int
     let publish: Publish
+    /// The dashboard's feed, which gets the figures even while the broker is away.
+    var feed: ArcadeFeed?
     let logger: Logger
 
     func run() async throws {
@@ -54,9 +56,10 @@ struct StatsService: Service {
         let expiry = UInt32(max(1, interval.seconds.rounded(.up)))
         var failures = 0
         for machine in arcade.machines {
-            let report = machine.takeStats(at: now, interval: interval)
+            let payload = machine.takeStats(at: now, interval: interval).encoded()
+            feed?.stats(machine.index, payload)
             do {
-                try publish(machine.topics.stats, report.encoded(), expiry)
+                try publish(machine.topics.stats, payload, expiry)
             } catch {
                 failures += 1
             }
@@ -65,8 +68,10 @@ struct StatsService: Service {
         let report = GatewayStatsReport(
             gateway: gatewayID, ts: Timestamp.string(now.wall), intervalSeconds: interval.seconds,
             uptimeSeconds: Int(now.uptime.seconds), notifications: notifications, replies: replies, mqttReconnects: reconnects)
+        let payload = report.encoded()
+        feed?.gatewayStats(payload)
         do {
-            try publish(topics.gatewayStats, report.encoded(), expiry)
+            try publish(topics.gatewayStats, payload, expiry)
         } catch {
             failures += 1
         }

@@ -1,0 +1,366 @@
+// The operators' dashboard of claw-gateway: the whole arcade live from
+// GET /v1/stream (Server-Sent Events), admin actions through the admin API.
+//
+// Every string that comes from a player (nick, account) or a machine is put
+// into the page with textContent or as an attribute value, never as HTML.
+"use strict";
+
+(function () {
+  const TOKEN_KEY = "claw-admin-token";
+  const RESULTS_SHOWN = 5;
+
+  const page = {
+    hello: null,
+    helloAt: 0,
+    // Gateway clock minus browser clock, in ms: deadlines are the gateway's.
+    offset: 0,
+    machines: new Map(),
+    source: null,
+    live: false,
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function pill(node, text, kind) {
+    node.textContent = text;
+    node.className = "pill " + kind;
+  }
+
+  // MARK: The stream
+
+  function connect() {
+    if (page.source) page.source.close();
+    const source = new EventSource("/v1/stream");
+    page.source = source;
+    source.addEventListener("open", () => setLive(true));
+    source.addEventListener("error", () => {
+      setLive(false);
+      // An HTTP error (a restarting gateway's 503) closes the source for good: open a new one.
+      if (source.readyState === EventSource.CLOSED) setTimeout(connect, 2000);
+    });
+    const on = (name, handle) =>
+      source.addEventListener(name, (message) => {
+        let data;
+        try {
+          data = JSON.parse(message.data);
+        } catch (error) {
+          console.warn("unreadable " + name, error);
+          return;
+        }
+        handle(data);
+      });
+    on("hello", onHello);
+    on("gateway", onGateway);
+    on("snapshot", onSnapshot);
+    on("event", onEvent);
+    on("stats", onStats);
+    on("gateway_stats", () => {});
+    on("overflow", (data) => console.warn("events dropped by the feed", data.events_dropped));
+  }
+
+  function setLive(live) {
+    page.live = live;
+    if (live) pill($("link"), "Live", "good");
+    else pill($("link"), "Disconnected, reconnecting…", "bad");
+    document.body.classList.toggle("stale", !live);
+  }
+
+  function onHello(hello) {
+    page.hello = hello;
+    page.helloAt = Date.now();
+    const now = Date.parse(hello.now);
+    page.offset = Number.isNaN(now) ? 0 : now - Date.now();
+    $("gateway-id").textContent = hello.gateway;
+    $("version").textContent = "v" + hello.version;
+    $("stats-interval").textContent = hello.stats_interval_s > 0 ? hello.stats_interval_s + " s" : "— (off)";
+    buildMachines(hello.machines);
+    setupAdmin();
+    for (const machine of hello.machines) loadResults(machine.id);
+  }
+
+  function onGateway(status) {
+    pill($("broker"), status.broker_connected ? "Broker connected" : "Broker disconnected", status.broker_connected ? "good" : "bad");
+    pill($("storage"), status.storage_writable ? "Storage OK" : "Storage failing", status.storage_writable ? "good" : "bad");
+    pill($("replies"), "Reply failures " + status.replies_failed, status.replies_failed > 0 ? "warn" : "good");
+  }
+
+  function onSnapshot(snapshot) {
+    const machine = page.machines.get(snapshot.machine);
+    if (!machine) return;
+    if (machine.snapshot && snapshot.seq < machine.snapshot.seq) return;
+    machine.snapshot = snapshot;
+    renderSnapshot(machine);
+  }
+
+  function onEvent(event) {
+    const machine = page.machines.get(event.machine);
+    if (!machine) return;
+    machine.last.textContent = "Last: " + event.type.replace(/_/g, " ") + " " + clockTime(event.ts);
+    if (event.type === "game_ended" && isGame(event.outcome)) {
+      machine.results.unshift({ nick: event.nick || event.player, player: event.player, outcome: event.outcome, ended_at: event.ts });
+      machine.results.length = Math.min(machine.results.length, RESULTS_SHOWN);
+      renderResults(machine);
+    }
+  }
+
+  function onStats(stats) {
+    const machine = page.machines.get(stats.machine);
+    if (!machine) return;
+    machine.stats = stats;
+    renderStats(machine);
+  }
+
+  // MARK: Machines
+
+  function buildMachines(list) {
+    const main = $("machines");
+    main.replaceChildren();
+    page.machines.clear();
+    if (list.length === 0) main.append(el("p", "empty", "No machines configured."));
+    for (const config of list) {
+      const machine = { id: config.id, name: config.name, snapshot: null, stats: null, results: [] };
+      const card = el("section", "machine");
+      card.dataset.machine = config.id;
+      const head = el("header", "machine-head");
+      const title = el("h2", null, config.name);
+      title.append(el("span", "machine-id", config.id));
+      machine.badges = el("div", "badges");
+      head.append(title, machine.badges);
+      machine.state = el("p", "state", "…");
+      machine.countdown = el("span", "countdown");
+      const stateRow = el("div", "state-row");
+      stateRow.append(machine.state, machine.countdown);
+      machine.player = el("p", "player");
+      const queueHead = el("h3", null, "Queue");
+      machine.queueLength = el("span", "count");
+      queueHead.append(" ", machine.queueLength);
+      machine.queue = el("ol", "queue");
+      const resultsHead = el("h3", null, "Last results");
+      machine.resultList = el("ol", "results");
+      machine.today = el("p", "today", "Today: –");
+      machine.latency = el("p", "latency", "Ack latency: –");
+      machine.drops = el("p", "drops", "Dropped: –");
+      machine.last = el("p", "last", "");
+      card.append(head, stateRow, machine.player, queueHead, machine.queue, resultsHead, machine.resultList, machine.today, machine.latency, machine.drops, machine.last);
+      machine.controls = el("div", "controls");
+      card.append(machine.controls);
+      machine.card = card;
+      page.machines.set(config.id, machine);
+      main.append(card);
+    }
+    renderControls();
+  }
+
+  function renderSnapshot(machine) {
+    const s = machine.snapshot;
+    const reconnecting = !s.online && s.player !== null;
+    const badges = [];
+    if (reconnecting) badges.push(["Reconnecting", "warn"]);
+    else badges.push(s.online ? ["Online", "good"] : ["Offline", "bad"]);
+    if (s.paused) badges.push(["Paused", "info"]);
+    if (s.suspect) badges.push(["Suspect", "alert"]);
+    machine.badges.replaceChildren(...badges.map(([text, kind]) => el("span", "pill " + kind, text)));
+    machine.card.dataset.state = reconnecting ? "reconnecting" : s.state;
+    machine.state.textContent = reconnecting ? "reconnecting (game kept)" : s.state.replace(/_/g, " ");
+    machine.player.replaceChildren();
+    if (s.player) {
+      machine.player.append(el("span", "label", "Player "));
+      const nick = el("strong", "nick", s.player.nick || s.player.accid);
+      nick.title = s.player.accid;
+      machine.player.append(nick);
+    } else {
+      machine.player.append(el("span", "label", "No player"));
+    }
+    machine.deadline = s.player && s.player.deadline ? Date.parse(s.player.deadline) : null;
+    machine.queueLength.textContent = "(" + s.length + " waiting)";
+    machine.queue.replaceChildren(
+      ...s.waiting.map((entry) => {
+        const item = el("li", null);
+        const nick = el("span", "nick", entry.nick || entry.accid);
+        nick.title = entry.accid;
+        item.append(nick);
+        if (adminOn()) {
+          const remove = el("button", "small", "Remove");
+          remove.type = "button";
+          remove.dataset.action = "remove";
+          remove.dataset.machine = machine.id;
+          remove.dataset.accid = entry.accid;
+          item.append(" ", remove);
+        }
+        return item;
+      })
+    );
+    tick();
+  }
+
+  function renderResults(machine) {
+    machine.resultList.replaceChildren(
+      ...machine.results.map((game) => {
+        const item = el("li", "outcome-" + game.outcome);
+        item.append(el("span", "nick", game.nick || game.player), " ", el("span", "outcome", (game.outcome || "open").replace(/_/g, " ")));
+        if (game.ended_at) item.append(" ", el("span", "meta", clockTime(game.ended_at)));
+        return item;
+      })
+    );
+    if (machine.results.length === 0) machine.resultList.append(el("li", "meta none", "none yet"));
+  }
+
+  function renderStats(machine) {
+    const s = machine.stats;
+    const rate = s.games_today > 0 ? Math.round((100 * s.wins_today) / s.games_today) + "% won" : "no game yet";
+    machine.today.textContent = "Today: " + s.games_today + " games, " + s.wins_today + " won (" + rate + ")";
+    const l = s.ack_latency_ms;
+    machine.latency.textContent = s.acks > 0 ? "Ack latency: p50 " + l.p50 + " ms · p99 " + l.p99 + " ms · " + s.acks + " acks" : "Ack latency: no ack in the last interval";
+    if (s.ack_timeouts > 0) machine.latency.textContent += " · " + s.ack_timeouts + " timed out";
+    const drops = Object.entries(s.dropped);
+    machine.drops.textContent = drops.length > 0 ? "Dropped: " + drops.map(([code, count]) => code.replace(/_/g, " ") + " " + count).join(", ") : "Dropped: none";
+  }
+
+  // An offer that was declined or ran out is not a game: no coin went in.
+  function isGame(outcome) {
+    return Boolean(outcome) && outcome !== "declined" && outcome !== "expired";
+  }
+
+  function loadResults(id) {
+    fetch("/v1/machines/" + encodeURIComponent(id) + "/games?limit=" + RESULTS_SHOWN)
+      .then((response) => (response.ok ? response.json() : { games: [] }))
+      .then((body) => {
+        const machine = page.machines.get(id);
+        if (!machine) return;
+        machine.results = body.games.filter((game) => game.started_at && isGame(game.outcome));
+        renderResults(machine);
+      })
+      .catch(() => {});
+  }
+
+  // MARK: Time
+
+  function clockTime(iso) {
+    const date = new Date(iso);
+    return Number.isNaN(date.getTime()) ? "" : date.toLocaleTimeString();
+  }
+
+  function tick() {
+    const now = Date.now() + page.offset;
+    for (const machine of page.machines.values()) {
+      if (!machine.deadline || !machine.snapshot || machine.snapshot.state === "idle") {
+        machine.countdown.textContent = "";
+        continue;
+      }
+      const left = Math.max(0, Math.ceil((machine.deadline - now) / 1000));
+      machine.countdown.textContent = Math.floor(left / 60) + ":" + String(left % 60).padStart(2, "0");
+    }
+    if (page.hello) {
+      const up = page.hello.uptime_s + Math.floor((Date.now() - page.helloAt) / 1000);
+      const hours = Math.floor(up / 3600);
+      const minutes = Math.floor((up % 3600) / 60);
+      $("uptime").textContent = "up " + (hours > 0 ? hours + " h " : "") + minutes + " min";
+    }
+  }
+
+  // MARK: Admin
+
+  function adminOn() {
+    return Boolean(page.hello && page.hello.admin);
+  }
+
+  function setupAdmin() {
+    const input = $("admin-token");
+    if (!adminOn()) {
+      input.disabled = true;
+      $("admin-forget").hidden = true;
+      adminStatus("Read-only: this gateway has no admin token (http.admin_token), so the controls are off.", "meta");
+    } else {
+      input.disabled = false;
+      $("admin-forget").hidden = false;
+      input.value = sessionStorage.getItem(TOKEN_KEY) || "";
+      if (!input.value) adminStatus("Enter the admin token to pause, resume, skip and remove.", "meta");
+    }
+    renderControls();
+  }
+
+  function renderControls() {
+    for (const machine of page.machines.values()) {
+      machine.controls.replaceChildren();
+      if (!adminOn()) continue;
+      for (const [action, text] of [["pause", "Pause"], ["resume", "Resume"], ["skip", "Skip turn"]]) {
+        const button = el("button", null, text);
+        button.type = "button";
+        button.dataset.action = action;
+        button.dataset.machine = machine.id;
+        machine.controls.append(button);
+      }
+      if (machine.snapshot) renderSnapshot(machine);
+    }
+  }
+
+  function adminStatus(text, kind) {
+    const status = $("admin-status");
+    status.textContent = text;
+    status.className = kind;
+  }
+
+  function act(button) {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (!token) {
+      adminStatus("Enter the admin token first.", "error");
+      $("admin-token").focus();
+      return;
+    }
+    const id = button.dataset.machine;
+    const action = button.dataset.action;
+    const base = "/v1/machines/" + encodeURIComponent(id);
+    const request =
+      action === "remove"
+        ? { url: base + "/queue/" + encodeURIComponent(button.dataset.accid), method: "DELETE" }
+        : { url: base + "/" + action, method: "POST" };
+    button.disabled = true;
+    fetch(request.url, { method: request.method, headers: { Authorization: "Bearer " + token } })
+      .then((response) => response.json().catch(() => ({})).then((body) => ({ response, body })))
+      .then(({ response, body }) => {
+        if (response.status === 401) {
+          adminStatus("The admin token was refused (401): check http.admin_token.", "error");
+        } else if (!response.ok) {
+          adminStatus(action + " " + id + " failed: " + (body.message || response.status), "error");
+        } else {
+          const what = action === "remove" ? "removed " + button.dataset.accid + " from " + id : action + " " + id;
+          adminStatus(body.changed === false ? "Nothing to do: " + what : "Done: " + what, "ok");
+        }
+      })
+      .catch(() => adminStatus("The gateway did not answer.", "error"))
+      .finally(() => {
+        button.disabled = false;
+      });
+  }
+
+  // MARK: Start
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const input = $("admin-token");
+    input.addEventListener("input", () => {
+      const token = input.value.trim();
+      if (token) sessionStorage.setItem(TOKEN_KEY, token);
+      else sessionStorage.removeItem(TOKEN_KEY);
+      if (adminOn()) adminStatus(token ? "Token kept for this tab." : "Enter the admin token to pause, resume, skip and remove.", "meta");
+    });
+    $("admin").addEventListener("submit", (event) => event.preventDefault());
+    $("admin-forget").addEventListener("click", () => {
+      sessionStorage.removeItem(TOKEN_KEY);
+      input.value = "";
+      adminStatus("Token forgotten.", "meta");
+    });
+    $("machines").addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-action]");
+      if (button) act(button);
+    });
+    setInterval(tick, 250);
+    connect();
+  });
+})();

@@ -1,0 +1,8 @@
+/// The dashboard's three files (Live/Dashboard/), compiled into the binary
+/// by SwiftPM (`.embedInCode`): the page works on an arcade network with no
+/// internet and nothing to install beside the gateway.
+enum DashboardAssets {
+    static let html = String(decoding: PackageResources.dashboard_html, as: UTF8.self)
+    static let script = String(decoding: PackageResources.dashboard_js, as: UTF8.self)
+    static let style = String(decoding: PackageResources.dashboard_css, as: UTF8.self)
+}

@@ -1,0 +1,119 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Protocol
+
+/// The operators' page and its feed (SPEC §5): `GET /dashboard` (and `/`,
+/// which redirects to it), its script and style, and `GET /v1/stream`.
+///
+/// The page is three files compiled into the binary (``DashboardAssets``),
+/// served with a Content-Security-Policy that allows script and style from
+/// this origin only: no inline script, no other host, no framing.
+struct DashboardRoutes<Context: RequestContext>: Sendable {
+    let feed: ArcadeFeed
+    let arcade: Arcade
+    let gatewayID: String
+    let statsInterval: Duration
+    /// Whether `http.admin_token` is configured: the page shows its controls.
+    let admin: Bool
+    let uptime: @Sendable () -> Duration
+    let now: @Sendable () -> Date
+
+    static var contentSecurityPolicy: String {
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+            + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    }
+
+    func add(to router: Router<Context>) {
+        router.get("/") { _, _ in
+            Response(status: .found, headers: [.location: "/dashboard"])
+        }
+        router.get("/dashboard") { _, _ in
+            Self.asset(DashboardAssets.html, type: "text/html; charset=utf-8")
+        }
+        router.get("/dashboard/app.js") { _, _ in
+            Self.asset(DashboardAssets.script, type: "text/javascript; charset=utf-8")
+        }
+        router.get("/dashboard/app.css") { _, _ in
+            Self.asset(DashboardAssets.style, type: "text/css; charset=utf-8")
+        }
+        router.get("/v1/stream") { _, _ in
+            stream()
+        }
+    }
+
+    private static func asset(_ text: String, type: String) -> Response {
+        Response(
+            status: .ok,
+            headers: [
+                .contentType: type, .contentSecurityPolicy: contentSecurityPolicy, .cacheControl: "no-cache",
+                HTTPField.Name("X-Content-Type-Options")!: "nosniff", HTTPField.Name("Referrer-Policy")!: "no-referrer",
+            ],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    /// Server-Sent Events: the whole arcade, then what happens, until the
+    /// client goes, falls too far behind, or the gateway stops.
+    private func stream() -> Response {
+        guard let client = feed.connect() else {
+            return JSONResponse.error(
+                .serviceUnavailable, code: "too_many_streams",
+                "At most \(ArcadeFeed.maxClients) streams are served at once; try again later.")
+        }
+        let welcome = feed.welcome(hello: hello(), snapshots: arcade.machines.map { $0.currentSnapshot().encoded() })
+        let feed = feed
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: "text/event-stream", .cacheControl: "no-cache",
+                // nginx and its kind: pass each event on as it comes.
+                HTTPField.Name("X-Accel-Buffering")!: "no",
+            ],
+            body: ResponseBody { writer in
+                defer { feed.disconnect(client) }
+                // The browser's EventSource waits this long before it reconnects.
+                try await writer.write(ByteBuffer(bytes: Array("retry: 2000\n\n".utf8) + welcome))
+                for await chunk in client.chunks {
+                    try await writer.write(ByteBuffer(bytes: chunk))
+                    client.written(chunk)
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    private func hello() -> [UInt8] {
+        let hello = StreamHello(
+            gateway: gatewayID, version: ClawGatewayCommand.version, now: Timestamp.string(now()), uptimeSeconds: Int(uptime().seconds),
+            admin: admin, statsIntervalSeconds: statsInterval.seconds,
+            machines: arcade.machines.map { StreamHello.Machine(id: $0.id, name: $0.config.name) })
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return Array((try? encoder.encode(hello)) ?? Data("{}".utf8))
+    }
+}
+
+/// The first message of `GET /v1/stream`: what the gateway is, and its machines in order.
+struct StreamHello: Codable, Equatable {
+    struct Machine: Codable, Equatable {
+        var id: String
+        var name: String
+    }
+
+    var gateway: String
+    var version: String
+    /// The gateway's clock, ISO 8601 UTC: the page counts deadlines down against it.
+    var now: String
+    var uptimeSeconds: Int
+    /// Whether admin actions are configured (`http.admin_token`).
+    var admin: Bool
+    /// 0 when statistics are off.
+    var statsIntervalSeconds: Double
+    var machines: [Machine]
+
+    enum CodingKeys: String, CodingKey {
+        case gateway, version, now, admin, machines
+        case uptimeSeconds = "uptime_s"
+        case statsIntervalSeconds = "stats_interval_s"
+    }
+}
