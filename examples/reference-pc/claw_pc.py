@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""A reference machine PC for claw-gateway: one claw machine on MQTT.
+
+Subscribes to the machine's control and camera topics, acknowledges every
+command, drives the hardware through the four stub functions below, and
+reports the result of each grab. The topics and payloads: docs/TOPICS.md and
+docs/PROTOCOL.md. Needs paho-mqtt 1.6 (Debian bookworm: python3-paho-mqtt) or 2.x.
+
+    CLAW_PC_PASSWORD=... ./claw_pc.py --host broker.arcade.lan --tls-ca ca.crt --machine m1
+"""
+import argparse
+import json
+import logging
+import os
+import random
+import re
+import signal
+import threading
+import time
+
+import paho.mqtt.client as mqtt
+
+log = logging.getLogger("claw-pc")
+
+
+# --- Hardware: replace these four stubs with your machine's I/O. -------------
+# They are called from paho's network thread (drop_claw_and_wait_for_prize from
+# a thread of its own): return quickly, or the next command waits.
+
+def move_claw(direction):
+    """direction: up, down, left, right or stop."""
+    print(f"[hardware] move claw {direction}", flush=True)
+
+
+def switch_camera(camera):
+    """camera: a camera id of this machine, e.g. "1" or "2"."""
+    print(f"[hardware] switch to camera {camera}", flush=True)
+
+
+def insert_coins(coins):
+    """A new game starts: credit the machine with `coins` (a string, e.g. "1")."""
+    print(f"[hardware] insert {coins} coin(s)", flush=True)
+
+
+def drop_claw_and_wait_for_prize(result_delay, win_rate):
+    """Drop the claw, wait for the prize chute, return True if a prize fell.
+    The stand-in waits result_delay seconds and wins with probability win_rate."""
+    print("[hardware] drop the claw", flush=True)
+    time.sleep(result_delay)
+    return random.random() < win_rate
+
+
+# --- Protocol -----------------------------------------------------------------
+MOVE, GRAB, CAMERA, RESULT, ACK, ADD_COINS = 1, 2, 3, 4, 5, 1001
+
+
+def as_int(value):
+    """A JSON integer or a numeric string (as the gateway reads them); else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value):
+        return int(value)
+    return None
+
+
+def as_text(value):
+    """A JSON string, or a number kept as its string form; else None."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(int(value)) if float(value).is_integer() else str(value)
+    return None
+
+
+def decode(payload):
+    """The command, data, serial and session of a message, or None if unreadable."""
+    try:
+        message = json.loads(payload.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(message, dict) or as_int(message.get("command")) is None:
+        return None
+    return {"command": as_int(message["command"]), "data": as_text(message.get("data")),
+            "serial": as_int(message.get("serial")), "session": as_text(message.get("session"))}
+
+
+class ClawPC:
+    def __init__(self, args, password):
+        self.args = args
+        base = f"{args.topic_prefix}/{args.machine}"
+        self.control, self.state = f"{base}/control", f"{base}/state"
+        self.ack, self.result = f"{base}/ack", f"{base}/result"
+        self.camera = args.camera_topic or f"{base}/camera"
+        self.session = None  # the session of the game in progress (from 1001)
+        # The site broker binds client ids to usernames: use the username.
+        if hasattr(mqtt, "CallbackAPIVersion"):  # paho-mqtt 2.x
+            self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.username, protocol=mqtt.MQTTv5)
+        else:  # paho-mqtt 1.x
+            self.client = mqtt.Client(client_id=args.username, protocol=mqtt.MQTTv5)
+        self.client.username_pw_set(args.username, password)
+        if args.tls_ca:
+            self.client.tls_set(ca_certs=args.tls_ca)
+        # If this PC vanishes (crash, power, network) the broker says `offline`
+        # for it: the gateway then stops sending commands and refuses players.
+        self.client.will_set(self.state, "offline", qos=1, retain=True)
+        self.client.on_connect = self.on_connect
+        self.client.on_disconnect = self.on_disconnect
+        self.client.on_message = self.on_message
+        self.client.reconnect_delay_set(1, 10)
+
+    def on_connect(self, client, userdata, flags, reason, properties=None):
+        if reason != 0:
+            log.error("broker refused the connection: %s", reason)
+            return
+        # Subscribe before saying online: the gateway sends commands as soon as it
+        # reads `online`, and the broker handles our packets in order.
+        client.subscribe(sorted({(self.control, 0), (self.camera, 0)}))
+        # Retained, so the gateway (also one started later) knows we are here.
+        # Again on every reconnect: the will may have said offline meanwhile.
+        client.publish(self.state, "online", qos=1, retain=True)
+        log.info("connected to %s:%s as %s; online", self.args.host, self.args.port, self.args.username)
+
+    def on_disconnect(self, client, userdata, *rest):
+        # paho 1.x passes (rc, properties), 2.x (flags, reason, properties).
+        log.warning("disconnected from the broker (%s)", rest[-2])
+
+    def on_message(self, client, userdata, message):
+        # A retained message is an old command someone left on the broker, not one
+        # for the game now: acting on it could drop the claw on nobody's coin.
+        if message.retain:
+            log.warning("ignored a retained message on %s: %r", message.topic, message.payload[:200])
+            return
+        command = decode(message.payload)
+        if command is None or command["serial"] is None:
+            log.warning("ignored an unreadable message on %s: %r", message.topic, message.payload[:200])
+            return
+        log.info("received on %s: %s", message.topic, command)
+        # Ack at once, before the hardware moves: the gateway times how long acks
+        # take and flags a machine that misses several in a row.
+        ack = {"command": ACK, "data": "ok", "serial": command["serial"]}
+        client.publish(self.ack, json.dumps(ack, separators=(",", ":")), qos=0)
+
+        code, data = command["command"], command["data"]
+        if code == MOVE:
+            move_claw(data)
+        elif code == CAMERA:
+            switch_camera(data)
+        elif code == ADD_COINS:
+            self.session = command["session"]  # a new game
+            insert_coins(data)
+        elif code == GRAB:
+            session = command["session"] or self.session
+            threading.Thread(target=self.grab, args=(session,), daemon=True).start()
+        else:
+            log.info("command %s needs nothing from this machine", code)
+
+    def grab(self, session):
+        won = drop_claw_and_wait_for_prize(self.args.result_delay, self.args.win_rate)
+        # Echo the game's session: a result that comes after the gateway closed
+        # its game (result timeout) is then recognised as stale and cannot end
+        # the next player's game. QoS 1 and never retained (a retained result
+        # would be ignored).
+        result = {"command": RESULT, "data": "true" if won else "false"}
+        if session:
+            result["session"] = session
+        self.client.publish(self.result, json.dumps(result, separators=(",", ":")), qos=1)
+        log.info("result: %s", result)
+
+    def run(self, stop):
+        self.client.connect_async(self.args.host, self.args.port, keepalive=10, clean_start=True)
+        self.client.loop_start()  # connects, and reconnects, in the background
+        stop.wait()
+        # A clean disconnect does not fire the will: say offline ourselves.
+        try:
+            self.client.publish(self.state, "offline", qos=1, retain=True).wait_for_publish(timeout=3)
+        except (RuntimeError, ValueError) as error:
+            log.warning("could not publish offline (%s)", error)
+        self.client.disconnect()
+        self.client.loop_stop()
+        log.info("offline; stopped")
+
+
+def main():
+    parser = argparse.ArgumentParser(description="A reference claw machine PC for claw-gateway.")
+    parser.add_argument("--host", default="127.0.0.1", help="the MQTT broker (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="its port (default 1883, or 8883 with --tls-ca)")
+    parser.add_argument("--machine", required=True, help="this machine's id in gateway.yaml, e.g. m1")
+    parser.add_argument("--username", help="broker username (default: the machine id)")
+    parser.add_argument("--password", help="broker password; visible in ps, prefer CLAW_PC_PASSWORD or --password-file")
+    parser.add_argument("--password-file", help="a file whose first line is the broker password")
+    parser.add_argument("--topic-prefix", default="claw", help="mqtt.topic_prefix of gateway.yaml (default claw)")
+    parser.add_argument("--tls-ca", help="CA certificate of the broker: connect with TLS")
+    parser.add_argument("--camera-topic", help="the machine's camera_topic (default <prefix>/<machine>/camera)")
+    parser.add_argument("--result-delay", type=float, default=3.0, help="stand-in: seconds from grab to result")
+    parser.add_argument("--win-rate", type=float, default=0.3, help="stand-in: chance of a win, 0 to 1")
+    args = parser.parse_args()
+    args.username = args.username or args.machine
+    args.port = args.port or (8883 if args.tls_ca else 1883)
+    password = args.password
+    if not password and args.password_file:
+        with open(args.password_file, encoding="utf-8") as file:
+            password = file.readline().strip()
+    password = password or os.environ.get("CLAW_PC_PASSWORD")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+
+    stop = threading.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: stop.set())
+    ClawPC(args, password or None).run(stop)
+
+
+if __name__ == "__main__":
+    main()
