@@ -156,13 +156,13 @@ final class E2ESite {
         try await generic(body: GenericEnvelope.encode(from: player, to: machine, attach: attach))
     }
 
-    /// The session of the last turn offer the fake NetEase API delivered to `player`.
-    /// The session of m1's current turn, as the read API shows it.
+    /// The session of the machine's current turn, as the read API shows it.
     func currentSession(of machine: String = "m1") async throws -> String {
         let player = try await HTTP.get("\(base)/v1/machines/\(machine)").json["player"] as? [String: Any]
         return try #require(player?["session"] as? String, "\(machine) has no current turn")
     }
 
+    /// The session of the last turn offer the fake NetEase API delivered to `player`.
     func offeredSession(to player: String) async throws -> String {
         var session: String?
         try await eventually("a turn offer to \(player)") {
