@@ -65,7 +65,10 @@ final class Machine: Sendable {
             Guarded(
                 game: MachineState(
                     machine: config, settings: settings, restored: restored,
-                    firstSerial: Int64(wall.timeIntervalSince1970 * 1000), sessionPrefix: environment.sessionPrefix)))
+                    firstSerial: Int64(wall.timeIntervalSince1970 * 1000),
+                    // The machine's id in every session id: game records are
+                    // keyed by session, and every machine counts from 1.
+                    sessionPrefix: "\(environment.sessionPrefix)\(config.id)-")))
     }
 
     var id: String { config.id }

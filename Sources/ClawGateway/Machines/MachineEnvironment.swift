@@ -33,7 +33,7 @@ struct MachineEnvironment: Sendable {
     /// Every player's budget and refusals, across the machines.
     var limits: PlayerLimits
     var logger: Logger
-    /// Unique to this run of the gateway: session ids are this and a counter.
+    /// Unique to this run of the gateway: session ids are this, the machine's id and a counter.
     var sessionPrefix: String = Self.randomSessionPrefix()
     /// Where snapshots and events also go: `GET /v1/stream` and the dashboard.
     var feed: ArcadeFeed?

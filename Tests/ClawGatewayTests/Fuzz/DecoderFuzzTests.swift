@@ -79,7 +79,7 @@ extension HeavySuites {
         @Test func wholeIngressThroughTheArcade() async throws {
             let game = try await GameHarness.online()
             await game.join("alice")
-            await game.send("alice", #"{"command":12,"data":"s1"}"#)
+            await game.send("alice", #"{"command":12,"data":"s-m1-1"}"#)
             var mutator = Mutator(seed: FuzzBudget.seed ^ 0xA11CE)
             let budget = FuzzBudget.inputs / 10
             for _ in 0..<budget {

@@ -45,7 +45,7 @@ import Testing
 
     @Test func machinesAreFoundByIdOrIMAccount() async throws {
         let game = try await GameHarness.online()
-        #expect(await game.send("alice", #"{"command":6}"#, to: "claw_m1") == .offered(session: "s1"))
+        #expect(await game.send("alice", #"{"command":6}"#, to: "claw_m1") == .offered(session: "s-m1-1"))
         #expect(await game.send("bob", #"{"command":6}"#, to: "m1") == .queued(position: 1, length: 1))
         await game.stop()
     }

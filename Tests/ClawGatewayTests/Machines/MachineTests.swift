@@ -29,12 +29,12 @@ import Testing
             }
         }
         let game = try await GameHarness.online(directory: directory, players: players)
-        #expect(await game.join("alice") == .offered(session: "s1"))
+        #expect(await game.join("alice") == .offered(session: "s-m1-1"))
         #expect(await game.join("bob") == .queued(position: 1, length: 1))
-        await game.send("alice", #"{"command":12,"data":"s1"}"#)
+        await game.send("alice", #"{"command":12,"data":"s-m1-1"}"#)
         await game.send("alice", #"{"command":2,"serial":1}"#)
         await game.result(true)
-        #expect(seen.items == ["offer s1: record true", "position of bob: queued true", "result: recorded true", "offer s2: record true"])
+        #expect(seen.items == ["offer s-m1-1: record true", "position of bob: queued true", "result: recorded true", "offer s-m1-2: record true"])
         await game.stop()
     }
 
@@ -43,12 +43,12 @@ import Testing
         let game = try GameHarness(settings: GameSettings(commandEvents: true), startWriter: false)
         game.arcade.route(MQTTMessage(topic: "claw/m1/state", payload: Array("online".utf8), retain: true))
         let join = game.arcade.handleNow(PlayerNotification(from: "alice", to: "m1", attach: Array(#"{"command":6}"#.utf8), provider: "test"))
-        #expect(join.0 == .offered(session: "s1"))
+        #expect(join.0 == .offered(session: "s-m1-1"))
         #expect(join.1 != nil)
         #expect(game.players.replies.items.isEmpty, "the offer waits for its write")
         #expect(game.published(on: .queue).isEmpty)
-        let accept = game.arcade.handleNow(PlayerNotification(from: "alice", to: "m1", attach: Array(#"{"command":12,"data":"s1"}"#.utf8), provider: "test"))
-        #expect(accept.0 == .accepted(session: "s1"))
+        let accept = game.arcade.handleNow(PlayerNotification(from: "alice", to: "m1", attach: Array(#"{"command":12,"data":"s-m1-1"}"#.utf8), provider: "test"))
+        #expect(accept.0 == .accepted(session: "s-m1-1"))
         let move = game.arcade.handleNow(PlayerNotification(from: "alice", to: "m1", attach: Array(#"{"command":1,"data":"up","serial":1}"#.utf8), provider: "test"))
         guard case .forwarded = move.0 else {
             Issue.record("the move was not forwarded: \(move.0)")
@@ -62,7 +62,7 @@ import Testing
         await game.settle()
         #expect(game.events.map(\.type) == [.online, .joined, .offered, .accepted, .command])
         #expect(game.events.map(\.seq) == Array(1...5))
-        #expect(game.offer(to: "alice") == "s1")
+        #expect(game.offer(to: "alice") == "s-m1-1")
         #expect(try game.games().first?.startedAt != nil)
         await game.stop()
     }
@@ -91,7 +91,7 @@ import Testing
         await game.advance(by: .seconds(1))
         #expect(game.snapshot.player?.accid == "bob")
         #expect(try game.games().first { $0.player == "alice" }?.outcome == .expired)
-        #expect(game.offer(to: "bob") == "s2")
+        #expect(game.offer(to: "bob") == "s-m1-2")
         await game.stop()
     }
 
@@ -118,8 +118,8 @@ import Testing
         await game.advance(by: .seconds(20))
         let bob = try #require(game.offer(to: "bob"))
         await game.send("bob", #"{"command":12,"data":"\#(bob)"}"#)
-        await game.result(true, session: "s1")
-        #expect(game.events(.staleResult).first?.session == "s1")
+        await game.result(true, session: "s-m1-1")
+        #expect(game.events(.staleResult).first?.session == "s-m1-1")
         #expect(!game.players.to("bob").contains { $0.code == .result })
         #expect(game.snapshot.player?.accid == "bob")
         #expect(game.status == .playing)
@@ -157,7 +157,7 @@ import Testing
         #expect(before.gamesToday == 2 && before.winsToday == 1)
         await first.stop()
 
-        let second = try GameHarness(directory: first.directory, sessions: "t")
+        let second = try GameHarness(directory: first.directory, sessions: "t-")
         let after = second.machine.takeStats(at: second.gameClock.moment(), interval: .seconds(3))
         #expect(after.gamesToday == 2, "read back from storage")
         #expect(after.winsToday == 1)
@@ -172,7 +172,7 @@ import Testing
         await first.send("alice", #"{"command":7}"#)  // claw dropped, result pending
         await first.result(true)  // alice done: won; bob offered
         await first.stop()
-        let second = try GameHarness(directory: first.directory, sessions: "t")
+        let second = try GameHarness(directory: first.directory, sessions: "t-")
         #expect(second.snapshot.waiting.map(\.accid) == ["bob", "carol"])
         let games = try second.games()
         #expect(games.first { $0.player == "alice" }?.outcome == .won)
@@ -182,7 +182,7 @@ import Testing
         let session = try #require(second.offer(to: "bob"))
         await second.send("bob", #"{"command":12,"data":"\#(session)"}"#)
         await second.stop()
-        let third = try GameHarness(directory: first.directory, sessions: "u")
+        let third = try GameHarness(directory: first.directory, sessions: "u-")
         #expect(try third.games().first { $0.player == "bob" }?.outcome == .noResult)
         #expect(third.snapshot.waiting.map(\.accid) == ["carol"])
         await third.stop()

@@ -79,12 +79,12 @@ final class GameHarness: Sendable {
     var machine: Machine { arcade.machines[0] }
     static let epoch = Date(timeIntervalSince1970: 1_795_000_000)
 
-    /// - Parameter sessions: the prefix of session ids (`s1`, `s2`, …); a
+    /// - Parameter sessions: the prefix of session ids (`s-m1-1`, `s-m1-2`, …); a
     ///   harness restarting on another's directory needs its own.
     /// - Parameter startWriter: false leaves every write pending until
     ///   ``writer`` is started by hand, to see what waits for durability.
     init(
-        settings: GameSettings = GameSettings(), directory: URL? = nil, sessions prefix: String = "s", startWriter: Bool = true,
+        settings: GameSettings = GameSettings(), directory: URL? = nil, sessions prefix: String = "s-", startWriter: Bool = true,
         players: RecordingPlayers = RecordingPlayers()
     ) throws {
         self.directory = try directory ?? TemporaryDirectory.make(prefix: "game")
@@ -103,7 +103,7 @@ final class GameHarness: Sendable {
 
     /// A harness whose PC has said `online`.
     static func online(
-        settings: GameSettings = GameSettings(), directory: URL? = nil, sessions: String = "s",
+        settings: GameSettings = GameSettings(), directory: URL? = nil, sessions: String = "s-",
         players: RecordingPlayers = RecordingPlayers()
     ) async throws -> GameHarness {
         let game = try GameHarness(settings: settings, directory: directory, sessions: sessions, players: players)
