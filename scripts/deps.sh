@@ -3,8 +3,9 @@
 
 CLAW_PACKAGES="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev openssl curl ca-certificates"
 # What only the tests need: the reference PC of examples/ (paho-mqtt) and a
-# real browser for the dashboard (headless chromium through selenium).
-CLAW_TEST_PACKAGES="python3 python3-paho-mqtt chromium chromium-driver python3-selenium"
+# real browser for the dashboard (headless chromium, driven over WebDriver by
+# chromedriver).
+CLAW_TEST_PACKAGES="python3 python3-paho-mqtt chromium chromium-driver"
 
 # Installs CLAW_PACKAGES and any further packages named as arguments.
 claw_install_packages() {

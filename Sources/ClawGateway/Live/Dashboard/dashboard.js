@@ -215,7 +215,8 @@
   function renderStats(machine) {
     const s = machine.stats;
     const rate = s.games_today > 0 ? Math.round((100 * s.wins_today) / s.games_today) + "% won" : "no game yet";
-    machine.today.textContent = "Today: " + s.games_today + " games, " + s.wins_today + " won (" + rate + ")";
+    // Games started today, the one in progress included.
+    machine.today.textContent = "Today: " + s.games_today + (s.games_today === 1 ? " game, " : " games, ") + s.wins_today + " won (" + rate + ")";
     const l = s.ack_latency_ms;
     machine.latency.textContent = s.acks > 0 ? "Ack latency: p50 " + l.p50 + " ms · p99 " + l.p99 + " ms · " + s.acks + " acks" : "Ack latency: no ack in the last interval";
     if (s.ack_timeouts > 0) machine.latency.textContent += " · " + s.ack_timeouts + " timed out";
