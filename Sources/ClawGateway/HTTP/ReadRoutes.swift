@@ -110,6 +110,8 @@ struct MachineSummary: Codable {
     var online: Bool
     var state: MachineStatus
     var paused: Bool
+    /// No new turn until the PC acks or says online again (SPEC §3).
+    var suspect: Bool
     var queueLength: Int
     var player: CurrentPlayer?
     var cameras: [Camera]
@@ -129,13 +131,14 @@ struct MachineSummary: Codable {
         online = snapshot.online
         state = snapshot.state
         paused = snapshot.paused
+        suspect = snapshot.suspect
         queueLength = snapshot.length
         player = snapshot.player
         cameras = config.cameras.map { Camera(id: $0.id, stream: $0.stream) }
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, name, online, state, paused
+        case id, name, online, state, paused, suspect
         case queueLength = "queue_length"
         case player, cameras
     }
@@ -147,6 +150,7 @@ struct MachineSummary: Codable {
         try container.encode(online, forKey: .online)
         try container.encode(state, forKey: .state)
         try container.encode(paused, forKey: .paused)
+        try container.encode(suspect, forKey: .suspect)
         try container.encode(queueLength, forKey: .queueLength)
         try container.encode(player, forKey: .player)
         try container.encode(cameras, forKey: .cameras)

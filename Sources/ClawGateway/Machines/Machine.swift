@@ -26,6 +26,18 @@ final class Machine: Sendable {
     private let guarded: Mutex<Guarded>
     private let metrics: MachineMetrics
     private let warnings = LogLimiter()
+    /// What the PC may send a second, checked before anything is decoded, so
+    /// that a PC gone wild costs little and only its own machine: the MQTT
+    /// loop handles every machine's messages one after the other.
+    private let inboundBudget: Mutex<InboundBudget>
+
+    private struct InboundBudget {
+        /// A PC acks what it is sent: at most a player's commands and the
+        /// gateway's own, twice over for bursts.
+        var acks: TokenBucket
+        /// Results and presence come once a game, or once a connection.
+        var others: TokenBucket
+    }
 
     private struct Guarded {
         var game: MachineState
@@ -48,6 +60,11 @@ final class Machine: Sendable {
         var logger = environment.logger
         logger[metadataKey: "machine.id"] = .string(config.id)
         self.logger = logger
+        let uptime = environment.clock.now()
+        inboundBudget = Mutex(
+            InboundBudget(
+                acks: TokenBucket(perSecond: 2 * settings.maxCommandsPerSecond + 20, now: uptime),
+                others: TokenBucket(perSecond: 20, now: uptime)))
         let wall = environment.clock.wallNow()
         let midnight = Calendar.current.startOfDay(for: wall)
         let today = try environment.writer.store.today(machine: config.id, since: midnight)
@@ -91,13 +108,13 @@ final class Machine: Sendable {
 
     /// The PC's (or camera switch's) command 5 on `claw/<m>/ack`.
     func handleAck(_ message: MQTTMessage) {
-        guard let ack = inbound(message, expecting: .ack, on: topics.ack), let serial = ack.serial else { return }
+        guard admit(ack: true, on: topics.ack), let ack = inbound(message, expecting: .ack, on: topics.ack), let serial = ack.serial else { return }
         _ = transition { game, context in game.ack(serial: serial, data: ack.data, context) }
     }
 
     /// The PC's command 4 on `claw/<m>/result`.
     func handleResult(_ message: MQTTMessage) {
-        guard let result = inbound(message, expecting: .result, on: topics.result) else { return }
+        guard admit(ack: false, on: topics.result), let result = inbound(message, expecting: .result, on: topics.result) else { return }
         guard let data = result.data, let won = Bool(data) else {
             warn("Result without data true or false ignored", topic: topics.result, message.payload)
             return
@@ -105,14 +122,15 @@ final class Machine: Sendable {
         _ = transition { game, context in game.result(won: won, data: data, session: result.session, context) }
     }
 
-    /// The PC's retained presence on `claw/<m>/state`.
+    /// The PC's presence on `claw/<m>/state`: as it says it, or as the broker kept it.
     func handlePresence(_ message: MQTTMessage) {
+        guard admit(ack: false, on: topics.state) else { return }
         let text = String(decoding: message.payload, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard let presence = Presence(rawValue: text) else {
             warn("Machine state neither online nor offline ignored", topic: topics.state, message.payload)
             return
         }
-        _ = transition { game, context in game.presence(presence, context) }
+        _ = transition { game, context in game.presence(presence, retained: message.retain, context) }
     }
 
     /// Handles whatever deadline of the machine has passed; the arcade's
@@ -364,6 +382,17 @@ final class Machine: Sendable {
     }
 
     // MARK: Inbound messages
+
+    /// Whether the PC's message is within its budget; the excess is dropped
+    /// undecoded, counted with the ignored messages, and logged now and then.
+    private func admit(ack: Bool, on topic: String) -> Bool {
+        let now = environment.clock.now()
+        let admitted = inboundBudget.withLock { budget in
+            ack ? budget.acks.take(now: now) : budget.others.take(now: now)
+        }
+        if !admitted { warn("Machine's messages over its budget dropped", topic: topic, nil) }
+        return admitted
+    }
 
     /// A message on one of the machine's inbound topics, decoded; nil (and
     /// logged) when it is not the command expected there. Retained messages

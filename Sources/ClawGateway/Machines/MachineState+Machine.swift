@@ -66,20 +66,27 @@ extension MachineState {
 
     // MARK: Presence
 
-    /// The PC's retained `state`.
-    mutating func presence(_ presence: Presence, _ context: TransitionContext) -> Step<Void> {
+    /// The PC's `state`. `retained` is true when the broker delivered it
+    /// from its store, on (re)subscribing, rather than as the PC said it.
+    mutating func presence(_ presence: Presence, retained: Bool, _ context: TransitionContext) -> Step<Void> {
         var fx = Effects(context)
         switch presence {
-        case .online: goOnline(&fx)
+        case .online: goOnline(retained: retained, &fx)
         case .offline: goOffline(&fx)
         }
         return finish((), &fx)
     }
 
-    private mutating func goOnline(_ fx: inout Effects) {
-        // A fresh `online` clears a suspect machine, whether it was offline or not.
-        acksMissedInARow = 0
-        clearSuspect(&fx)
+    private mutating func goOnline(retained: Bool, _ fx: inout Effects) {
+        // A fresh `online` clears a suspect machine, whether it was offline or
+        // not. A retained one is what the broker kept, maybe from long ago:
+        // a dead PC's stays there when its will never fired (the case
+        // `suspect` exists for), and the gateway is given it again on every
+        // reconnect to the broker.
+        if !retained {
+            acksMissedInARow = 0
+            clearSuspect(&fx)
+        }
         switch link {
         case .online:
             return

@@ -44,7 +44,7 @@ enum GatewayMetrics {
             family("refusals_held_back", "total", "Refusals not sent because the player had one of the same code within the last second.")
         }
         static var ignored: MetricNameDescriptor {
-            family("machine_messages_ignored", "total", "Messages from the machine's PC that were ignored: retained acks or results, undecodable, unexpected.")
+            family("machine_messages_ignored", "total", "Messages from the machine's PC that were ignored: retained acks or results, undecodable, unexpected, over its budget.")
         }
         static var games: MetricNameDescriptor {
             family("games", "total", "Game records closed, by machine and outcome.")

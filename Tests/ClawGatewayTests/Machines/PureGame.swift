@@ -65,8 +65,8 @@ struct PureGame {
     }
 
     @discardableResult
-    mutating func presence(_ presence: Presence) -> Step<Void> {
-        state.presence(presence, context)
+    mutating func presence(_ presence: Presence, retained: Bool = false) -> Step<Void> {
+        state.presence(presence, retained: retained, context)
     }
 
     @discardableResult
