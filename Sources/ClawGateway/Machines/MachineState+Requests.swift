@@ -26,6 +26,7 @@ extension MachineState {
     /// a `dropped` event.
     mutating func handle(_ request: PlayerRequest, from player: PlayerAddress, _ context: TransitionContext) -> Step<RequestOutcome> {
         var fx = Effects(context)
+        followProvider(of: player)
         let outcome: RequestOutcome
         do throws(WireError) {
             switch request.command {
@@ -65,6 +66,19 @@ extension MachineState {
             $0.command = command?.description
             $0.playerSerial = serial
             $0.reason = error.code.rawValue
+        }
+    }
+
+    /// Replies go back through the provider of the player's latest
+    /// notification (SPEC §5): a player who joined through one IM service and
+    /// goes on through another is answered through the other from then on.
+    /// Held in memory; a waiting player's provider in storage stays the one
+    /// they joined with until their turn's record is written.
+    private mutating func followProvider(of player: PlayerAddress) {
+        if let turn = phase.turn, turn.player.accid == player.accid {
+            if turn.player.provider != player.provider { modifyTurn { $0.player.provider = player.provider } }
+        } else if let index = waiting.firstIndex(where: { $0.accid == player.accid }), waiting[index].provider != player.provider {
+            waiting[index].provider = player.provider
         }
     }
 

@@ -103,6 +103,23 @@ import Testing
         #expect(move.writes.isEmpty)
         #expect(move.snapshots.isEmpty)
     }
+
+    /// SPEC §5: replies follow the provider of the player's latest notification.
+    @Test func repliesGoThroughTheProviderOfThePlayersLatestNotification() throws {
+        var game = PureGame()
+        game.join("alice")
+        #expect(game.send("bob", #"{"command":6}"#).replies.first?.to.provider == "app")
+        // bob, waiting, and alice, offered the turn, go on through another IM service.
+        #expect(game.send("bob", #"{"command":1,"data":"up","serial":1}"#, provider: "netease").error(to: "bob") == "not_your_turn")
+        let session = try #require(game.state.phase.turn?.session)
+        let accepted = game.send("alice", #"{"command":12,"data":"\#(session)"}"#, provider: "netease")
+        #expect(accepted.outcome == .accepted(session: session))
+        #expect(accepted.replies.map(\.to) == [PlayerAddress(accid: "alice", provider: "netease")])
+        let result = game.result(true)
+        #expect(result.replies.filter { $0.to.accid == "alice" }.map(\.to.provider) == ["netease"])
+        #expect(result.offer(to: "bob") != nil)
+        #expect(result.replies.filter { $0.to.accid == "bob" }.map(\.to.provider) == ["netease"])
+    }
 }
 
 @Suite struct MachineStateTurnTests {
@@ -383,6 +400,18 @@ import Testing
         let online = game.presence(.online)
         #expect(online.eventTypes == [.suspectCleared])
         #expect(!game.snapshot.suspect)
+    }
+
+    /// The broker gives the gateway every retained `online` again when it
+    /// reconnects; a dead PC's (its will never fired) must not clear suspect.
+    @Test func aRetainedOnlineDoesNotClearSuspect() throws {
+        var game = PureGame(settings: GameSettings(playTimeout: .seconds(3600), suspectAfter: 1))
+        try game.play("alice")
+        #expect(game.advance(by: .seconds(3)).events(.suspect).count == 1, "the coins went unacked")
+        let retained = game.presence(.online, retained: true)
+        #expect(retained.eventTypes.isEmpty)
+        #expect(game.snapshot.suspect)
+        #expect(game.presence(.online).eventTypes == [.suspectCleared], "the PC saying it itself does")
     }
 
     @Test func suspectAfterZeroNeverSuspects() throws {
