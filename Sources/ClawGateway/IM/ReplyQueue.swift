@@ -37,9 +37,10 @@ enum ReplyResult: Sendable, Equatable {
 ///   player's turn.
 /// - A reply whose moment has passed (an offer after its accept deadline) is
 ///   dropped and counted as `expired`, not sent.
-/// - A reply that does not fit is counted as `overflow` and dropped; a failed
-///   one is counted and logged, never retried (players' apps treat these
-///   notifications as online-only, like NetEase does).
+/// - A reply that does not fit is counted as `overflow` and dropped, except
+///   that an offer, result or position takes the place of the oldest refusal
+///   waiting; a failed one is counted and logged, never retried (players'
+///   apps treat these notifications as online-only, like NetEase does).
 ///
 /// It runs as a service: on graceful shutdown it stops taking replies, gives
 /// the buffered ones `drainTime` to go out, then cancels what is still in
@@ -79,27 +80,34 @@ final class ReplyQueue: Service, Sendable {
         enum Outcome {
             case handed(CheckedContinuation<OutboundReply?, Never>)
             case queued
-            case refused
+            /// Dropped: this one, or the refusal it replaced.
+            case dropped(OutboundReply)
         }
         let outcome = state.withLock { state -> Outcome in
-            if state.closed || state.count >= capacity { return .refused }
+            if state.closed { return .dropped(reply) }
             if !state.idle.isEmpty { return .handed(state.idle.removeFirst()) }
+            var displaced: OutboundReply?
+            if state.count >= capacity {
+                // Full: a reply that matters may still push out the oldest refusal.
+                guard reply.priority == .high, let oldest = state.normal.popFirst() else { return .dropped(reply) }
+                displaced = oldest
+            }
             switch reply.priority {
             case .high: state.high.append(reply)
             case .normal: state.normal.append(reply)
             }
-            return .queued
+            return displaced.map(Outcome.dropped) ?? .queued
         }
         switch outcome {
         case .handed(let worker):
             worker.resume(returning: reply)
         case .queued:
             break
-        case .refused:
+        case .dropped(let dropped):
             GatewayMetrics.reply(provider: delivery.provider, result: "overflow")
             logger.warning(
                 "Reply dropped: the reply queue is full or closed",
-                metadata: ["player.accid": .string(reply.player), "im.provider": .string(delivery.provider)])
+                metadata: ["player.accid": .string(dropped.player), "im.provider": .string(delivery.provider)])
         }
     }
 

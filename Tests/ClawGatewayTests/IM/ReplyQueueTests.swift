@@ -111,4 +111,21 @@ import Testing
             for _ in 0..<4 { try await api.release() }
         }
     }
+
+    @Test func aFullQueueStillTakesAnOfferInPlaceOfTheOldestRefusal() async throws {
+        let api = GatedDelivery()
+        let queue = ReplyQueue(delivery: api, concurrency: 1, capacity: 3, logger: Logger(label: "test"))
+        try await Self.run(queue) { _ in
+            queue.enqueue(Self.reply("busy", .normal))
+            try await eventually("the worker to be busy") { api.waiting == 1 }
+            for index in 1...3 { queue.enqueue(Self.reply("refusal\(index)", .normal)) }
+            queue.enqueue(Self.reply("offer", .high))
+            queue.enqueue(Self.reply("result", .high))
+            queue.enqueue(Self.reply("refusal4", .normal))
+            #expect(queue.backlog == 3)
+            for _ in 0..<4 { try await api.release() }
+            try await eventually("the buffer delivered") { api.delivered.items.count == 4 }
+            #expect(api.delivered.items == ["busy", "offer", "result", "refusal3"], "refusal1 and 2 made room, refusal4 did not fit")
+        }
+    }
 }
