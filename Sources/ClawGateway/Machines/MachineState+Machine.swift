@@ -251,7 +251,7 @@ extension MachineState {
             $0.player = turn.player.accid
             $0.session = turn.session
         }
-        endTurn(.skipped, &fx)
+        endTurnByOperator(turn, &fx)
         return finish(true, &fx)
     }
 
@@ -263,15 +263,26 @@ extension MachineState {
                 $0.player = player
                 $0.session = turn.session
             }
-            endTurn(.skipped, &fx)
+            endTurnByOperator(turn, &fx)
             return finish(true, &fx)
         }
         guard let index = waiting.firstIndex(where: { $0.accid == player }) else { return finish(false, &fx) }
-        waiting.remove(at: index)
+        let entry = waiting.remove(at: index)
         fx.writes.append(.dequeue(machine: id, accid: player))
         fx.queueMoved(from: index)
         emit(.removed, &fx) { $0.player = player }
+        // SPEC has no code of its own for this: not_in_queue is what the app
+        // would hear at its next leave or accept, said now.
+        notice(entry.address, WireError(.notInQueue, "An operator took you out of the queue of \(machine.name)."), &fx)
         return finish(true, &fx)
+    }
+
+    /// An operator ended the turn (skip, or removing its player): like the
+    /// turns that end by timer, it is told to its player (SPEC §3), with the
+    /// code the app would get for its next command, `not_your_turn`.
+    private mutating func endTurnByOperator(_ turn: Turn, _ fx: inout Effects) {
+        endTurn(.skipped, &fx)
+        notice(turn.player.address, WireError(.notYourTurn, "An operator ended your turn on \(machine.name)."), &fx)
     }
 
     /// Republishes the snapshot as it is, with its current `seq` (after a
