@@ -176,11 +176,13 @@ struct Ingress: Sendable {
             PlayerNotification(from: envelope.from, to: envelope.to, attach: envelope.attach, provider: "generic"))
         guard let ticket else {
             GatewayMetrics.notification(provider: "generic", result: outcome.metricLabel)
+            if outcome.isPassingRefusal { replays.forget(signature: signature) }
             return .now(Self.answer(outcome))
         }
-        return .afterWrite(ticket) { durable in
+        return .afterWrite(ticket) { [replays] durable in
             let told = durable ? outcome : .rejected(Arcade.notSavedInTime)
             GatewayMetrics.notification(provider: "generic", result: told.metricLabel)
+            if told.isPassingRefusal { replays.forget(signature: signature) }
             return Self.answer(told)
         }
     }
@@ -233,5 +235,12 @@ extension RequestOutcome {
         case .ignored: "ignored"
         case .rejected(let error): error.code.rawValue
         }
+    }
+
+    /// Refused for a reason that passes (the sender's budget, storage):
+    /// the same signed bytes may be sent again, and are not a replay.
+    var isPassingRefusal: Bool {
+        guard case .rejected(let error) = self else { return false }
+        return error.code == .rateLimited || error.code == .gatewayUnavailable
     }
 }

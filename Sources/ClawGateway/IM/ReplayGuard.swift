@@ -44,6 +44,15 @@ final class ReplayGuard: Sendable {
         }
     }
 
+    /// Forgets a signature recorded by ``accept(signature:timestamp:now:)``
+    /// whose notification was turned away for a passing reason (over the
+    /// sender's budget, storage failing): it was not accepted, so the same
+    /// bytes may come again. Its entry in the expiry order goes with time.
+    func forget(signature: String) {
+        guard let key = Self.key(signature) else { return }
+        _ = state.withLock { $0.seen.remove(key) }
+    }
+
     /// Signatures remembered right now (for tests).
     var count: Int { state.withLock { $0.seen.count } }
 

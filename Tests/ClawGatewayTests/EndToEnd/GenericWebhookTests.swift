@@ -101,10 +101,20 @@ extension HeavySuites {
                     statuses.append(try await site.generic(from: "mallory", #"{"command":1,"data":"up","serial":\#(serial)}"#).status)
                 }
                 #expect(statuses.prefix(10).allSatisfy { $0 == 200 }, "machine_offline, answered")
-                let limited = try await site.generic(from: "mallory", #"{"command":6}"#)
+                let join = GenericEnvelope.encode(from: "mallory", to: "m1", attach: #"{"command":6}"#)
+                let timestamp = String(Int64(Date().timeIntervalSince1970))
+                let limited = try await site.generic(body: join, timestamp: timestamp)
                 #expect(limited.status == 429)
                 #expect(limited.json["code"] as? String == "rate_limited")
                 #expect(try await site.generic(from: "zoe", #"{"command":6}"#).status == 200, "others are not held back")
+                // A refused notification was not accepted: the same signed bytes may come
+                // again (still 429 while over budget, taken once the budget is back), and
+                // only then are they a replay.
+                #expect(try await site.generic(body: join, timestamp: timestamp).status == 429)
+                try await eventually("mallory's budget to come back and the same bytes to be taken") {
+                    try await site.generic(body: join, timestamp: timestamp).json["result"] as? String == "queued"
+                }
+                #expect(try await site.generic(body: join, timestamp: timestamp).status == 409)
             }
         }
 
