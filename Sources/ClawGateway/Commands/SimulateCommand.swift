@@ -16,6 +16,11 @@ struct SimulateCommand: AsyncParsableCommand {
             demo broker. Against a site broker (deploy/mosquitto.conf), give --passwords: each PC then logs in \
             as its machine id with its own password, as the real PCs do; that broker allows one connection per \
             username, so PCs sharing the gateway's login would knock each other and the gateway off.
+
+            With --log FILE, every message a PC receives is appended to FILE as one JSON line before the PC acts \
+            on it: {"time","machine","topic","command","data","serial","session","player"} (time in UTC with \
+            milliseconds; fields the message lacks are left out; a message the PC cannot read has "unreadable" and \
+            its length). A restarted simulator appends; several may share one file. scripts/chaos checks it.
             """
     )
 
@@ -46,6 +51,13 @@ struct SimulateCommand: AsyncParsableCommand {
             valueName: "file"))
     var passwords: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Append every message the PCs receive to this file, one JSON line each.",
+            discussion: "Fields: time, machine, topic, command, data, serial, session, player.",
+            valueName: "file"))
+    var log: String?
+
     func validate() throws {
         guard (0...1).contains(winRate) else { throw ValidationError("--win-rate must be between 0 and 1.") }
         for (name, value) in [("--ack-delay", ackDelay), ("--result-delay", resultDelay), ("--offline-for", offlineFor)]
@@ -75,6 +87,16 @@ struct SimulateCommand: AsyncParsableCommand {
                 throw ExitCode(ExitStatus.configError)
             }
         }
+        var receipts: ReceiptLog?
+        if let log {
+            do {
+                receipts = try ReceiptLog(path: log)
+            } catch {
+                printError(error.message)
+                // sysexits.h EX_CANTCREAT: an output file cannot be created.
+                throw ExitCode(73)
+            }
+        }
         let behaviour = MachineSimulator.Behaviour(
             winRate: winRate, ackDelay: ConfigDuration.parse(ackDelay) ?? .zero,
             resultDelay: ConfigDuration.parse(resultDelay) ?? .zero, offlineAfter: offlineAfter.flatMap(ConfigDuration.parse),
@@ -82,7 +104,8 @@ struct SimulateCommand: AsyncParsableCommand {
         var services: [any Service] = []
         for machine in chosen {
             services.append(
-                try MachineSimulator(machine: machine, settings: config.mqtt, login: logins[machine.id], behaviour: behaviour, logger: logger))
+                try MachineSimulator(machine: machine, settings: config.mqtt, login: logins[machine.id], behaviour: behaviour, receipts: receipts,
+                    logger: logger))
         }
         logger.info("Simulating machines", metadata: ["machines": .string(chosen.map(\.id).joined(separator: ","))])
         let group = ServiceGroup(

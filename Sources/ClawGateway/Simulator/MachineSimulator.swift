@@ -32,10 +32,17 @@ struct MachineSimulator: Service {
     let topics: MachineTopics
     let client: MQTTClient
     let behaviour: Behaviour
+    /// Where every message received is written down, if anywhere.
+    let receipts: ReceiptLog?
     let logger: Logger
 
-    /// - Parameter login: the PC's own credentials; nil uses those of `settings`.
-    init(machine: MachineConfig, settings: MQTTSettings, login: Login? = nil, behaviour: Behaviour, logger: Logger) throws(MQTTError) {
+    /// - Parameters:
+    ///   - login: the PC's own credentials; nil uses those of `settings`.
+    ///   - receipts: the log of what this PC receives (`simulate --log`).
+    init(
+        machine: MachineConfig, settings: MQTTSettings, login: Login? = nil, behaviour: Behaviour, receipts: ReceiptLog? = nil,
+        logger: Logger
+    ) throws(MQTTError) {
         let topics = MachineTopics(machine, Topics(prefix: settings.topicPrefix))
         var configuration = MQTTClientConfiguration(
             settings: settings,
@@ -52,6 +59,7 @@ struct MachineSimulator: Service {
         self.topics = topics
         self.client = try MQTTClient(configuration: configuration, logger: logger)
         self.behaviour = behaviour
+        self.receipts = receipts
         self.logger = logger
     }
 
@@ -74,6 +82,8 @@ struct MachineSimulator: Service {
 
     private func handleMessages() async {
         for await message in client.messages {
+            receipts?.record(
+                machine: machine.id, topic: message.topic == topics.camera ? "camera" : "control", payload: message.payload)
             guard let command = try? WireMessage.decode(message.payload), let serial = command.serial else {
                 logger.warning("Simulator ignored a message it cannot read", metadata: ["mqtt.topic": .string(message.topic)])
                 continue
