@@ -50,7 +50,7 @@ struct Gateway {
             limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger)
         environment.feed = feed
         let arcade = try Arcade(config: config, environment: environment)
-        writer.start(arcade.storageMachines)
+        writer.start()
         let mqttService = MQTTService(
             client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
             onConnected: { arcade.republish() },

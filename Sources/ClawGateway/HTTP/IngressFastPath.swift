@@ -160,7 +160,7 @@ final class IngressFastPath: ChannelDuplexHandler {
         switch result {
         case .now(let answer):
             respond(answer, path: path, context: context)
-        case .afterWrite(let ticket, let answer) where ingress.arcade.writer.isSettled(ticket):
+        case .afterWrite(let ticket, let answer) where ingress.arcade.writer.isDurable(ticket):
             respond(answer(true), path: path, context: context)
         case .afterWrite(let ticket, let answer):
             let writer = ingress.arcade.writer

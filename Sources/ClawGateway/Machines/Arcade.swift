@@ -56,12 +56,22 @@ final class Arcade: Sendable {
             })
     }
 
-    /// What the storage writer needs from the machines.
-    var storageMachines: StorageWriter.Machines {
+    /// Acts on what the storage writer reports, until the task is cancelled
+    /// or the writer stops: machines whose writes became durable tell what
+    /// waited on them; a failing writer is handed every machine's state to
+    /// rewrite. The writer only reports; this is where its reports reach the
+    /// machines, in the arcade's own task, which ends before the machines
+    /// stop.
+    func runStorageReports() async {
         let machines = machines
-        return StorageWriter.Machines(
-            images: { machines.map { $0.durableImage() } },
-            durable: { indices in for index in indices { machines[index].drain() } })
+        for await report in writer.reports {
+            switch report {
+            case .durable(let indices):
+                for index in indices where machines.indices.contains(index) { machines[index].drain() }
+            case .failing:
+                writer.rewrite { machines.map { $0.durableImage() } }
+            }
+        }
     }
 
     /// The machine with this id, or else with this IM account.
@@ -84,7 +94,9 @@ final class Arcade: Sendable {
     /// IM account to answer from.
     func handle(_ notification: PlayerNotification) async -> RequestOutcome {
         let (outcome, ticket) = handleNow(notification)
-        guard let ticket, await !writer.waitDurable(ticket, timeout: Self.durabilityWait) else { return outcome }
+        guard let ticket, let machine = machine(notification.to),
+            await !machine.waitTold(ticket, timeout: Self.durabilityWait)
+        else { return outcome }
         return .rejected(Self.notSavedInTime)
     }
 

@@ -14,7 +14,11 @@ import Synchronization
 /// first, usually the caller itself (so a command is published from the
 /// thread that handled the request, with no hop): commands to the PC at
 /// once, everything that tells a player or an operator only when the writes
-/// before it are durable.
+/// before it are durable. What waits for a write is drained by whoever
+/// learns that it is durable: the arcade, from the storage writer's reports,
+/// or a request waiting for its answer (``waitTold(_:timeout:)``). The
+/// writer never calls in here. Once stopped, the machine publishes and
+/// replies nothing.
 final class Machine: Sendable {
     let config: MachineConfig
     /// The machine's place in the arcade, as the storage writer and the deadlines know it.
@@ -26,6 +30,9 @@ final class Machine: Sendable {
     private let guarded: Mutex<Guarded>
     private let metrics: MachineMetrics
     private let warnings = LogLimiter()
+    /// Set by ``stop()``; read before every effect, so that work taken from
+    /// the outbox just before the stop goes no further either.
+    private let halted = Atomic<Bool>(false)
     /// What the PC may send a second, checked before anything is decoded, so
     /// that a PC gone wild costs little and only its own machine: the MQTT
     /// loop handles every machine's messages one after the other.
@@ -45,10 +52,27 @@ final class Machine: Sendable {
         /// The deadline the arcade's deadlines hold for this machine, if any.
         var scheduled: Duration?
         var stopped = false
+        /// Requests waiting until what their transition decided is carried out.
+        var toldWaiters: [(ticket: StorageWriter.Ticket, continuation: CheckedContinuation<Bool, Never>)] = []
+
+        /// Takes the waiters whose transition's effects are all carried out.
+        mutating func takeToldWaiters() -> [CheckedContinuation<Bool, Never>] {
+            guard !toldWaiters.isEmpty else { return [] }
+            var ready: [CheckedContinuation<Bool, Never>] = []
+            toldWaiters.removeAll { waiter in
+                guard outbox.isTold(through: waiter.ticket) else { return false }
+                ready.append(waiter.continuation)
+                return true
+            }
+            return ready
+        }
     }
 
-    /// Reads the machine's queue back from storage (see ``GameStore/restore(machine:now:)``).
-    /// The machine counts as offline until its PC's `state` says otherwise.
+    /// Reads the machine's queue back from storage (see ``GameStore/restore(machine:)``)
+    /// and closes the turns that were open when the gateway stopped
+    /// (``MachineState/closeInterrupted(_:_:)``): their records are written
+    /// and their players told once the storage writer runs. The machine
+    /// counts as offline until its PC's `state` says otherwise.
     init(config: MachineConfig, index: Int, settings: GameSettings, topics: Topics, environment: MachineEnvironment)
         throws(StorageError)
     {
@@ -69,15 +93,7 @@ final class Machine: Sendable {
         let midnight = Calendar.current.startOfDay(for: wall)
         let today = try environment.writer.store.today(machine: config.id, since: midnight)
         metrics = MachineMetrics(machine: config.id, today: MachineStats.Today(day: midnight, games: today.games, wins: today.wins))
-        let restored = try environment.writer.store.restore(machine: config.id, now: wall)
-        if !restored.closedGames.isEmpty || !restored.requeuedOffers.isEmpty {
-            logger.notice(
-                "Games open at the last stop settled",
-                metadata: [
-                    "games.closed_no_result": .string(restored.closedGames.joined(separator: ",")),
-                    "queue.requeued": .string(restored.requeuedOffers.joined(separator: ",")),
-                ])
-        }
+        let restored = try environment.writer.store.restore(machine: config.id)
         guarded = Mutex(
             Guarded(
                 game: MachineState(
@@ -86,6 +102,15 @@ final class Machine: Sendable {
                     // The machine's id in every session id: game records are
                     // keyed by session, and every machine counts from 1.
                     sessionPrefix: "\(environment.sessionPrefix)\(config.id)-")))
+        if !restored.openGames.isEmpty {
+            logger.notice(
+                "Turns open at the last stop closed",
+                metadata: [
+                    "games.expired": .string(restored.openGames.filter { $0.startedAt == nil }.map(\.id).joined(separator: ",")),
+                    "games.no_result": .string(restored.openGames.filter { $0.startedAt != nil }.map(\.id).joined(separator: ",")),
+                ])
+            _ = transition { game, context in game.closeInterrupted(restored.openGames, context) }
+        }
     }
 
     var id: String { config.id }
@@ -152,9 +177,37 @@ final class Machine: Sendable {
         drain()
     }
 
-    /// Ends the machine: nothing is published or told after this.
+    /// Ends the machine: nothing is published or told after this, whatever
+    /// its transitions decided before and whenever their writes become
+    /// durable.
     func stop() {
-        guarded.withLock { $0.stopped = true }
+        halted.store(true, ordering: .releasing)
+        let waiters = guarded.withLock { guarded in
+            guarded.stopped = true
+            guarded.outbox.discard()
+            defer { guarded.toldWaiters.removeAll() }
+            return guarded.toldWaiters.map(\.continuation)
+        }
+        for waiter in waiters { waiter.resume(returning: false) }
+    }
+
+    /// Waits until `ticket` is durable and everything the machine decided up
+    /// to the transition that got it is carried out (told), carrying it out
+    /// itself if no one else is: true when it is, false when `timeout`
+    /// passed first or the machine stopped.
+    func waitTold(_ ticket: StorageWriter.Ticket, timeout: Duration) async -> Bool {
+        guard await environment.writer.waitDurable(ticket, timeout: timeout) else { return false }
+        drain()
+        return await withCheckedContinuation { continuation in
+            let answer: Bool? = guarded.withLock { guarded in
+                if guarded.stopped { return false }
+                if guarded.outbox.isTold(through: ticket) { return true }
+                // Another thread is carrying it out; it wakes us when done.
+                guarded.toldWaiters.append((ticket, continuation))
+                return nil
+            }
+            if let answer { continuation.resume(returning: answer) }
+        }
     }
 
     /// The machine's state now, as its retained snapshot shows it (also what
@@ -247,7 +300,7 @@ final class Machine: Sendable {
         let writer = environment.writer
         while true {
             let work: MachineOutbox.Work? = guarded.withLock { guarded in
-                guard !guarded.outbox.draining else { return nil }
+                guard !guarded.stopped, !guarded.outbox.draining else { return nil }
                 let work = guarded.outbox.takeReady(isDurable: writer.isDurable)
                 guard !work.isEmpty else { return nil }
                 guarded.outbox.draining = true
@@ -255,16 +308,17 @@ final class Machine: Sendable {
             }
             guard let work else { return }
             run(work)
-            let more = guarded.withLock { guarded in
+            let (more, told) = guarded.withLock { guarded in
                 guarded.outbox.draining = false
-                return !guarded.stopped && guarded.outbox.hasReady(isDurable: writer.isDurable)
+                return (!guarded.stopped && guarded.outbox.hasReady(isDurable: writer.isDurable), guarded.takeToldWaiters())
             }
+            for waiter in told { waiter.resume(returning: true) }
             guard more else { return }
         }
     }
 
     private func run(_ work: MachineOutbox.Work) {
-        for (message, camera) in work.commands {
+        for (message, camera) in work.commands where !halted.load(ordering: .acquiring) {
             let topic = camera ? topics.camera : topics.control
             do {
                 try environment.publisher.publish(topic, payload: message.encoded(), qos: .atMostOnce, retain: false)
@@ -274,7 +328,7 @@ final class Machine: Sendable {
                 logger.warning("Command not published", metadata: ["mqtt.topic": .string(topic), "mqtt.error": .string(error.message)])
             }
         }
-        for effect in work.tells {
+        for effect in work.tells where !halted.load(ordering: .acquiring) {
             switch effect {
             case .command:
                 break
@@ -311,6 +365,7 @@ final class Machine: Sendable {
     /// Tells a player whose notification was over their budget (SPEC §2):
     /// no transition, no event; the arcade sends this at most once a second.
     func tellOverBudget(_ player: PlayerAddress, serial: Int64?) {
+        guard !halted.load(ordering: .acquiring) else { return }
         let error = Arcade.overBudget(settings)
         environment.players.send(
             PlayerReply(

@@ -9,6 +9,10 @@ import Protocol
 /// (events, snapshots, replies) tells someone what happened, so a batch of
 /// it waits until its transition's writes are durable, and the batches after
 /// it wait with it to keep their order.
+///
+/// Nothing outside the machine drains it: the machine itself after a
+/// transition, and whoever learns from the storage writer's reports that a
+/// ticket is durable (the arcade, or a request waiting for its answer).
 struct MachineOutbox {
     /// Effects ready to carry out, taken in one go.
     struct Work {
@@ -27,6 +31,21 @@ struct MachineOutbox {
     private var tells = Deque<Batch>()
     /// Set while a thread carries out taken work.
     var draining = false
+
+    /// Whether everything decided up to the transition that got `ticket`
+    /// has been carried out: nothing before it waits, nothing is being
+    /// carried out right now.
+    func isTold(through ticket: StorageWriter.Ticket) -> Bool {
+        guard !draining else { return false }
+        guard let first = tells.first else { return true }
+        return first.ticket.map { $0 > ticket } ?? false
+    }
+
+    /// Forgets what was not carried out: the machine has stopped.
+    mutating func discard() {
+        commands.removeAll()
+        tells.removeAll()
+    }
 
     /// Appends a transition's effects; `ticket` gates the telling ones.
     mutating func append(_ effects: [MachineEffect], ticket: StorageWriter.Ticket?) {

@@ -222,6 +222,47 @@ extension MachineState {
         return finish((), &fx)
     }
 
+    // MARK: Start
+
+    /// Closes the turns that were open when the gateway stopped, cleanly or
+    /// by a crash (SPEC §3): the gateway cannot know what became of them,
+    /// so each ends as if its timer had run out, with its record kept: an
+    /// offer `expired`, a game that had started `no_result` (its result can
+    /// no longer be matched to it). Their players are told like any player
+    /// whose turn ends without them, once the records are durable; the next
+    /// in the queue is offered when the machine is online.
+    mutating func closeInterrupted(_ games: [GameRow], _ context: TransitionContext) -> Step<Void> {
+        var fx = Effects(context)
+        for game in games {
+            let offered = game.startedAt == nil
+            let outcome: GameOutcome = offered ? .expired : .noResult
+            var closed = game
+            closed.endedAt = context.now.wall
+            closed.outcome = outcome
+            fx.writes.append(.game(closed))
+            emit(offered ? .expired : .noResult, &fx) {
+                $0.player = game.player
+                $0.session = game.id
+            }
+            emit(.gameEnded, &fx) {
+                $0.player = game.player
+                $0.nick = game.nick
+                $0.session = game.id
+                $0.outcome = outcome
+                $0.commands = game.commands
+            }
+            let player = PlayerAddress(accid: game.player, provider: game.provider)
+            if offered {
+                let passed = "Your turn on \(machine.name) passed: the gateway restarted before you accepted it. Join again to play."
+                notice(player, WireError(.offerExpired, passed), &fx)
+            } else {
+                let lost = "Your game on \(machine.name) was cut short by a restart of the gateway; it is recorded as no_result."
+                notice(player, WireError(.noResult, lost), &fx)
+            }
+        }
+        return finish((), &fx)
+    }
+
     // MARK: Operators
 
     /// Stops offering turns; the queue and a game in progress go on.

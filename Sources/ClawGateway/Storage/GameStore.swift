@@ -114,31 +114,26 @@ final class GameStore: Sendable {
     }
 
     /// Reads a machine back after a start: its queue in order, its snapshot
-    /// sequence and pause flag. Games that were open when the gateway stopped
-    /// are settled first: an offer nobody accepted is undone (the player goes
-    /// back to the head of the queue), a game that had started is closed as
-    /// `no_result`, since its result can no longer be matched.
-    func restore(machine: String, now: Date) throws(StorageError) -> RestoredMachine {
+    /// sequence and pause flag, and the games that were open when the
+    /// gateway stopped (cleanly or not). It changes nothing: the machine
+    /// closes those games as its first transition, through the writer, and
+    /// tells their players once that is durable (SPEC §3).
+    func restore(machine: String) throws(StorageError) -> RestoredMachine {
         do {
-            return try pool.write { db in
+            return try pool.read { db in
                 let open = try Row.fetchAll(
-                    db, sql: "SELECT id, player, nick, provider, started_at FROM games WHERE machine = ? AND ended_at IS NULL",
-                    arguments: [machine])
-                var closed: [String] = []
-                var requeued: [String] = []
-                for row in open {
-                    let id: String = row["id"]
-                    if row["started_at"] as String? == nil {
-                        let entry = QueueEntry(accid: row["player"], nick: row["nick"], provider: row["provider"])
-                        try Self.enqueue(db, machine: machine, entry: entry, atHead: true, at: now)
-                        try db.execute(sql: "DELETE FROM games WHERE id = ?", arguments: [id])
-                        requeued.append(entry.accid)
-                    } else {
-                        try db.execute(
-                            sql: "UPDATE games SET ended_at = ?, outcome = ? WHERE id = ?",
-                            arguments: [Timestamp.string(now), GameOutcome.noResult.rawValue, id])
-                        closed.append(id)
-                    }
+                    db,
+                    sql: """
+                        SELECT id, player, nick, provider, offered_at, started_at, commands
+                        FROM games WHERE machine = ? AND ended_at IS NULL ORDER BY offered_at, rowid
+                        """,
+                    arguments: [machine]
+                ).map { row in
+                    GameRow(
+                        id: row["id"], machine: machine, player: row["player"], nick: row["nick"], provider: row["provider"],
+                        offeredAt: Timestamp.date(row["offered_at"]) ?? Date(timeIntervalSince1970: 0),
+                        startedAt: (row["started_at"] as String?).flatMap(Timestamp.date), endedAt: nil, outcome: nil,
+                        commands: row["commands"])
                 }
                 let queue = try Row.fetchAll(
                     db, sql: "SELECT accid, nick, provider FROM queue_entries WHERE machine = ? ORDER BY ord",
@@ -147,8 +142,7 @@ final class GameStore: Sendable {
                 let meta = try Row.fetchOne(
                     db, sql: "SELECT snapshot_seq, paused FROM machine_meta WHERE machine = ?", arguments: [machine])
                 return RestoredMachine(
-                    queue: queue, snapshotSeq: meta?["snapshot_seq"] ?? 0, paused: meta?["paused"] ?? false,
-                    closedGames: closed, requeuedOffers: requeued)
+                    queue: queue, snapshotSeq: meta?["snapshot_seq"] ?? 0, paused: meta?["paused"] ?? false, openGames: open)
             }
         } catch {
             throw StorageError(path: path, operation: "restore \(machine)", underlying: error)
@@ -363,15 +357,14 @@ struct GameRow: Sendable, Equatable {
     var commands: Int
 }
 
-/// What ``GameStore/restore(machine:now:)`` read back.
+/// What ``GameStore/restore(machine:)`` read back.
 struct RestoredMachine: Sendable, Equatable {
     var queue: [QueueEntry]
     var snapshotSeq: Int64
     var paused: Bool
-    /// Games that had started and were closed as `no_result`.
-    var closedGames: [String]
-    /// Players whose unaccepted offer was undone and who are back at the head.
-    var requeuedOffers: [String]
+    /// Games open when the gateway stopped, oldest first: turns offered or
+    /// started that the gateway never saw end.
+    var openGames: [GameRow] = []
 }
 
 /// A game as recorded, for the read API.

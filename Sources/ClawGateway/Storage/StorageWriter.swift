@@ -15,15 +15,22 @@ import Synchronization
 /// decided (``Machine``), and only then does the ingress answer a request
 /// that changed the queue.
 ///
+/// Data flows one way: machines submit and wait, the writer only reports.
+/// It never calls into a machine: what it has to say (a commit made these
+/// machines' tickets durable; a commit failed) goes out as a ``Report`` on
+/// ``reports``, which the arcade reads and acts on in its own task, so that
+/// a machine stopped by the gateway tells nothing whatever the writer does
+/// after it.
+///
 /// When a commit fails (disk full, the file removed or replaced), the
 /// writer is *failing*: ``isWritable`` is false, so machines refuse queue
-/// changes with `gateway_unavailable`, and `/readyz` says 503. It then
-/// retries, with backoff, to rewrite every machine's whole state
-/// (``DurableMachine``) together with every game record written since the
-/// failure, reopening the file if it was removed. The first rewrite that
-/// succeeds makes every ticket issued before it durable, and the writer is
-/// healthy again. Game records are never dropped: they are kept in memory
-/// until written.
+/// changes with `gateway_unavailable`, and `/readyz` says 503. It reports
+/// ``Report/failing``; the arcade answers with every machine's whole state
+/// (``rewrite(from:)``), which the writer then tries, with backoff, to write
+/// together with every game record written since the failure, reopening the
+/// file if it was removed. The first rewrite that succeeds makes every
+/// ticket issued before it durable, and the writer is healthy again. Game
+/// records are never dropped: they are kept in memory until written.
 final class StorageWriter: Sendable {
     /// A place in the order of submitted writes.
     struct Ticket: Sendable, Hashable, Comparable {
@@ -32,13 +39,14 @@ final class StorageWriter: Sendable {
         static func < (a: Ticket, b: Ticket) -> Bool { a.number < b.number }
     }
 
-    /// What the writer needs from the machines.
-    struct Machines: Sendable {
-        /// Every machine's state as storage must hold it, read under each machine's lock.
-        var images: @Sendable () -> [DurableMachine]
-        /// Called on the writer's thread after a commit, with the machines
-        /// (by index) whose tickets it made durable.
-        var durable: @Sendable (_ machines: [Int]) -> Void
+    /// What the writer has to say, in the order it happened.
+    enum Report: Sendable, Equatable {
+        /// A commit made durable the tickets of these machines (by index):
+        /// what waited on them may be told.
+        case durable(machines: [Int])
+        /// A commit failed: no write is taken until every machine's whole
+        /// state is handed over (``StorageWriter/rewrite(from:)``) and written.
+        case failing
     }
 
     fileprivate struct Submission {
@@ -50,13 +58,16 @@ final class StorageWriter: Sendable {
     fileprivate struct State {
         var queue: [Submission] = []
         var issued: UInt64 = 0
-        /// Every ticket up to this one is durable and what waited on it told.
+        /// Every ticket up to this one is durable.
         var durable: UInt64 = 0
         var waiters: [Int: (ticket: UInt64, continuation: CheckedContinuation<Bool, Never>)] = [:]
         var nextWaiter = 0
         /// Game records of failed commits, by id, the latest of each.
         var unsaved: [String: GameRow] = [:]
         var failing = false
+        /// While failing: every machine's state as the arcade handed it
+        /// over, and the last ticket it covers.
+        var rewrite: (covered: UInt64, images: [DurableMachine])?
         var stopping = false
         var stopped = false
         var finished: [CheckedContinuation<Void, Never>] = []
@@ -67,10 +78,12 @@ final class StorageWriter: Sendable {
     private let state = Mutex(State())
     private let writable = Atomic<Bool>(true)
     /// Every ticket up to this one is committed; machines read it while
-    /// draining. `State.durable` follows it once they have told.
+    /// draining, without taking the writer's lock.
     private let durableMark = Atomic<UInt64>(0)
     private let wake = DispatchSemaphore(value: 0)
-    private let machines = Mutex<Machines?>(nil)
+    /// What the writer reports, read by one reader: the arcade.
+    let reports: AsyncStream<Report>
+    private let reporter: AsyncStream<Report>.Continuation
     /// Between two rewrite attempts while failing: from the first to the last.
     private let retryDelay: ClosedRange<Duration>
 
@@ -78,6 +91,7 @@ final class StorageWriter: Sendable {
         self.store = store
         self.logger = logger
         self.retryDelay = retryDelay
+        (reports, reporter) = AsyncStream.makeStream()
     }
 
     /// Whether writes are being committed: false from a failed commit until
@@ -85,8 +99,7 @@ final class StorageWriter: Sendable {
     var isWritable: Bool { writable.load(ordering: .acquiring) }
 
     /// Starts the writer's thread.
-    func start(_ machines: Machines) {
-        self.machines.withLock { $0 = machines }
+    func start() {
         let thread = Thread { self.run() }
         thread.name = "storage-writer"
         thread.start()
@@ -104,21 +117,20 @@ final class StorageWriter: Sendable {
     }
 
     /// Whether the ticket's transaction committed: what a machine waits for
-    /// before it tells.
+    /// before it tells, and what an answer waits for.
     func isDurable(_ ticket: Ticket) -> Bool {
         ticket.number <= durableMark.load(ordering: .acquiring)
     }
 
-    /// Whether the ticket is durable and what waited on it has been told:
-    /// what an answer waits for.
-    func isSettled(_ ticket: Ticket) -> Bool {
-        state.withLock { ticket.number <= $0.durable }
+    /// The last ticket handed out, if any.
+    var lastIssued: Ticket? {
+        state.withLock { $0.issued == 0 ? nil : Ticket(number: $0.issued) }
     }
 
-    /// Waits until `ticket` is durable and what waited on it is told: true
-    /// when it is, false when the writer stopped first, the wait was cancelled, or `timeout` passed.
+    /// Waits until `ticket` is durable: true when it is, false when the
+    /// writer stopped first, the wait was cancelled, or `timeout` passed.
     func waitDurable(_ ticket: Ticket, timeout: Duration) async -> Bool {
-        if isSettled(ticket) { return true }
+        if isDurable(ticket) { return true }
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask { await self.waitDurable(ticket) }
             group.addTask {
@@ -157,6 +169,29 @@ final class StorageWriter: Sendable {
         _ = await waitDurable(Ticket(number: last))
     }
 
+    /// The arcade's answer to ``Report/failing``: `images` reads every
+    /// machine's whole state, on the caller's thread. Everything submitted
+    /// before it is called is in what it returns (a machine submits under the
+    /// lock it reads its image under), so those submissions are dropped from
+    /// the queue but for their game records; what is submitted after is
+    /// written after the rewrite.
+    func rewrite(from images: () -> [DurableMachine]) {
+        let covered: UInt64? = state.withLock { state in
+            guard state.failing else { return nil }
+            let covered = state.issued
+            for submission in state.queue where submission.ticket <= covered { state.keepGames(of: submission) }
+            state.queue.removeAll { $0.ticket <= covered }
+            return covered
+        }
+        guard let covered else { return }
+        let images = images()
+        state.withLock { state in
+            // A rewrite handed over earlier covers less; this one replaces it.
+            if (state.rewrite?.covered ?? 0) <= covered { state.rewrite = (covered, images) }
+        }
+        wake.signal()
+    }
+
     /// Commits what is queued, ends the thread and closes the file.
     func stop() async {
         await withCheckedContinuation { continuation in
@@ -175,9 +210,9 @@ final class StorageWriter: Sendable {
     private func run() {
         var delay = retryDelay.lowerBound
         while true {
-            let failing = state.withLock { $0.failing }
+            let (failing, rewrite) = state.withLock { ($0.failing, $0.rewrite) }
             if failing {
-                if rewriteEverything() {
+                if let rewrite, rewriteEverything(rewrite) {
                     delay = retryDelay.lowerBound
                     continue
                 }
@@ -217,30 +252,26 @@ final class StorageWriter: Sendable {
                 for submission in batch { state.keepGames(of: submission) }
             }
             writable.store(false, ordering: .releasing)
+            reporter.yield(.failing)
         }
     }
 
-    /// While failing: every machine's whole state, every game record not yet
-    /// written, in one transaction. True when it was written.
-    private func rewriteEverything() -> Bool {
-        guard let machines = machines.withLock({ $0 }) else { return false }
+    /// While failing: every machine's whole state as the arcade handed it
+    /// over, every game record not yet written, in one transaction. True
+    /// when it was written.
+    private func rewriteEverything(_ rewrite: (covered: UInt64, images: [DurableMachine])) -> Bool {
+        let (covered, images) = rewrite
         do throws(StorageError) {
             if store.fileWasReplaced() {
                 logger.error("The storage file was removed or replaced; opening it afresh", metadata: ["storage.path": .string(store.path)])
                 try store.reopen()
             }
-            // Everything issued before the images are read is in them, or in `unsaved`.
-            let (covered, games) = state.withLock { state in
-                let covered = state.issued
-                for submission in state.queue where submission.ticket <= covered { state.keepGames(of: submission) }
-                state.queue.removeAll { $0.ticket <= covered }
-                return (covered, Array(state.unsaved.values))
-            }
-            let images = machines.images()
+            let games = state.withLock { Array($0.unsaved.values) }
             // The images hold the newest state of open games: written last.
             try store.write(games.map(StoreChange.game), images: images)
             state.withLock { state in
                 state.failing = false
+                state.rewrite = nil
                 state.unsaved.removeAll()
             }
             writable.store(true, ordering: .releasing)
@@ -253,12 +284,10 @@ final class StorageWriter: Sendable {
         }
     }
 
-    /// Tickets up to `ticket` are durable: the machines tell what waited on
-    /// them, then whoever waits for them is woken, so that a waiter finds
-    /// everything told.
+    /// Tickets up to `ticket` are durable: says so to whoever waits for
+    /// them, and reports which machines may now tell what waited.
     private func settle(upTo ticket: UInt64, machines indices: [Int]) {
         if ticket > durableMark.load(ordering: .relaxed) { durableMark.store(ticket, ordering: .releasing) }
-        machines.withLock { $0 }?.durable(Array(Set(indices)).sorted())
         let ready = state.withLock { state in
             state.durable = max(state.durable, ticket)
             var ready: [CheckedContinuation<Bool, Never>] = []
@@ -269,6 +298,7 @@ final class StorageWriter: Sendable {
             return ready
         }
         for continuation in ready { continuation.resume(returning: true) }
+        reporter.yield(.durable(machines: Array(Set(indices)).sorted()))
     }
 
     private func finish() {
@@ -284,6 +314,7 @@ final class StorageWriter: Sendable {
             logger.error("Storage stopped with writes it could not make", metadata: ["storage.unwritten": .stringConvertible(lost)])
         }
         for waiter in waiters { waiter.resume(returning: false) }
+        reporter.finish()
         do {
             try store.close()
             logger.info("Storage closed", metadata: ["storage.path": .string(store.path)])

@@ -192,9 +192,14 @@ extension HeavySuites {
                 let machine = try await HTTP.get("\(site.base)/v1/machines/m1")
                 let holder = (machine.json["player"] as? [String: Any])?["accid"] as? String
                 let waiting = (machine.json["waiting"] as? [[String: Any]])?.compactMap { $0["accid"] as? String } ?? []
-                #expect([holder].compactMap { $0 } + waiting == ["bob", "carol"], "bob (offered when killed) keeps the head")
+                #expect([holder].compactMap { $0 } + waiting == ["carol"], "bob's offer, open when killed, is closed; carol is next")
                 let games = try await HTTP.get("\(site.base)/v1/machines/m1/games")
                 #expect(games.body.contains(#""player":"alice""#) && games.body.contains(#""outcome":"won""#))
+                let bobs = (games.json["games"] as? [[String: Any]])?.first { $0["player"] as? String == "bob" }
+                #expect(bobs?["outcome"] as? String == "expired", "the record of the open offer is kept")
+                try await eventually("bob to be told his turn passed") {
+                    site.netease.attachments(to: "bob").contains { $0.contains(#""data":"offer_expired""#) }
+                }
             }
         }
     }

@@ -642,8 +642,7 @@ import Testing
         var game = PureGame(
             online: false,
             restored: RestoredMachine(
-                queue: [QueueEntry(accid: "zoe", nick: "Zoë", provider: "netease")], snapshotSeq: 41, paused: false,
-                closedGames: [], requeuedOffers: []))
+                queue: [QueueEntry(accid: "zoe", nick: "Zoë", provider: "netease")], snapshotSeq: 41, paused: false))
         let online = game.presence(.online)
         #expect(online.replies.first?.to == PlayerAddress(accid: "zoe", provider: "netease"), "replies go back the way she came")
         #expect(online.snapshots.last?.seq == 42)

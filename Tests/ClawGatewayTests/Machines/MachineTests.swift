@@ -58,13 +58,41 @@ import Testing
         #expect(game.commands.map(\.code) == [.addCoins, .move], "commands went out at once, in order")
         #expect(game.events.isEmpty, "events keep their order behind the pending writes")
 
-        game.writer.start(game.arcade.storageMachines)
+        game.writer.start()
         await game.settle()
         #expect(game.events.map(\.type) == [.online, .joined, .offered, .accepted, .command])
         #expect(game.events.map(\.seq) == Array(1...5))
         #expect(game.offer(to: "alice") == "s-m1-1")
         #expect(try game.games().first?.startedAt != nil)
         await game.stop()
+    }
+
+    /// The gateway stops its machines before the writer's last commit: what
+    /// that commit makes durable is on disk, and told to no one.
+    @Test func aStoppedMachinePublishesAndRepliesNothingWhateverTheWriterCommitsAfter() async throws {
+        let game = try GameHarness(startWriter: false)
+        game.arcade.route(MQTTMessage(topic: "claw/m1/state", payload: Array("online".utf8), retain: true))
+        let join = game.arcade.handleNow(PlayerNotification(from: "alice", to: "m1", attach: Array(#"{"command":6}"#.utf8), provider: "test"))
+        #expect(join.0 == .offered(session: "s-m1-1"))
+        let ticket = try #require(join.1)
+        #expect(game.publisher.publications.items.isEmpty && game.players.replies.items.isEmpty, "all of it waits for the disk")
+
+        game.arcade.stop()
+        game.writer.start()
+        #expect(await game.writer.waitDurable(ticket, timeout: .seconds(30)))
+        #expect(try game.games().map(\.id) == ["s-m1-1"], "the offer is on disk")
+        // Whatever else reaches the stopped machine: a player, its PC, its deadlines.
+        _ = game.arcade.handleNow(PlayerNotification(from: "bob", to: "m1", attach: Array(#"{"command":6}"#.utf8), provider: "test"))
+        _ = game.arcade.handleNow(PlayerNotification(from: "bob", to: "m1", attach: Array("not json".utf8), provider: "test"))
+        game.arcade.route(MQTTMessage(topic: "claw/m1/state", payload: Array("offline".utf8), retain: false))
+        game.machine.republish()
+        await game.clock.advance(by: .seconds(60))
+        game.arcade.fireDueDeadlines()
+        if let last = game.writer.lastIssued { #expect(await game.writer.waitDurable(last, timeout: .seconds(30))) }
+        #expect(await !game.machine.waitTold(ticket, timeout: .seconds(30)), "a stopped machine tells nothing")
+        await game.stop()
+        #expect(game.publisher.publications.items.isEmpty, "nothing published after the stop")
+        #expect(game.players.replies.items.isEmpty, "no one told after the stop")
     }
 
     @Test func snapshotsAreRetainedAtLeastOnceWithIncreasingSeqAndCommandsAreNot() async throws {
@@ -164,28 +192,83 @@ import Testing
         await second.stop()
     }
 
-    @Test func anOpenOfferGoesBackToTheHeadAndAStartedGameIsClosed() async throws {
+    /// SPEC §3: a turn open when the gateway stopped is closed at start, its
+    /// record kept, its player told; then the next in the queue is offered.
+    @Test func anOfferOpenAtAStopEndsExpiredItsPlayerIsToldAndTheNextIsOffered() async throws {
+        let first = try await GameHarness.online()
+        #expect(await first.join("alice") == .offered(session: "s-m1-1"))
+        await first.join("bob")
+        await first.join("carol")
+        await first.stop()
+
+        let second = try GameHarness(directory: first.directory, sessions: "t-")
+        await second.settle()
+        #expect(second.lastError(of: "alice") == "offer_expired", "told, though the machine is not online yet")
+        #expect(second.players.replies.items.first { $0.player == "alice" }?.reply.to.provider == "test", "the way she came")
+        let record = try #require(try second.games().first { $0.id == "s-m1-1" }, "the record is kept")
+        #expect(record.outcome == .expired)
+        #expect(record.endedAt != nil && record.startedAt == nil)
+        #expect(second.events(.expired).map(\.session) == ["s-m1-1"])
+        #expect(second.events(.gameEnded).map(\.outcome) == [.expired])
+        #expect(second.snapshot.waiting.map(\.accid) == ["bob", "carol"])
+        await second.presence(.online)
+        #expect(second.offer(to: "bob") == "t-m1-1")
+        #expect(second.snapshot.waiting.map(\.accid) == ["carol"])
+        #expect(second.offer(to: "alice") == nil, "alice is out of the queue")
+        await second.stop()
+
+        // Closed once: the next start tells no one again.
+        let third = try GameHarness(directory: first.directory, sessions: "u-")
+        await third.settle()
+        #expect(!third.players.replies.items.contains { $0.player == "alice" })
+        #expect(try third.games().filter { $0.outcome == .expired }.map(\.id) == ["t-m1-1", "s-m1-1"], "one record each")
+        #expect(third.lastError(of: "bob") == "offer_expired", "bob's offer was open at this stop")
+        await third.stop()
+    }
+
+    @Test func aGameStartedAtAStopEndsNoResultAndItsPlayerIsTold() async throws {
         let first = try await GameHarness.online()
         try await first.play("alice")
         await first.join("bob")
-        await first.join("carol")
-        await first.send("alice", #"{"command":7}"#)  // claw dropped, result pending
-        await first.result(true)  // alice done: won; bob offered
         await first.stop()
-        let second = try GameHarness(directory: first.directory, sessions: "t-")
-        #expect(second.snapshot.waiting.map(\.accid) == ["bob", "carol"])
-        let games = try second.games()
-        #expect(games.first { $0.player == "alice" }?.outcome == .won)
-        #expect(!games.contains { $0.player == "bob" }, "the undone offer leaves no record")
 
+        let second = try GameHarness(directory: first.directory, sessions: "t-")
+        await second.settle()
+        #expect(second.lastError(of: "alice") == "no_result")
+        let record = try #require(try second.games().first { $0.id == "s-m1-1" })
+        #expect(record.outcome == .noResult)
+        #expect(record.startedAt != nil && record.endedAt != nil)
+        #expect(second.events(.noResult).map(\.session) == ["s-m1-1"])
+        // The PC's result for that game, late: stale, told to no one.
         await second.presence(.online)
-        let session = try #require(second.offer(to: "bob"))
-        await second.send("bob", #"{"command":12,"data":"\#(session)"}"#)
+        #expect(second.offer(to: "bob") == "t-m1-1")
+        await second.result(true, session: "s-m1-1")
+        #expect(second.events(.staleResult).map(\.session) == ["s-m1-1"])
+        #expect(!second.players.to("alice").contains { $0.code == .result })
         await second.stop()
-        let third = try GameHarness(directory: first.directory, sessions: "u-")
-        #expect(try third.games().first { $0.player == "bob" }?.outcome == .noResult)
-        #expect(third.snapshot.waiting.map(\.accid) == ["carol"])
-        await third.stop()
+    }
+
+    /// A crash: the file as the gateway left it while running, copied
+    /// aside (the database and its WAL: what a `kill -9` leaves behind).
+    @Test func aTurnOpenAtACrashIsClosedTheSameWay() async throws {
+        let first = try await GameHarness.online()
+        try await first.play("alice")
+        await first.join("bob")
+        let crashed = try TemporaryDirectory.make(prefix: "crashed")
+        let from = GameHarness.databasePath(in: first.directory)
+        let to = GameHarness.databasePath(in: crashed)
+        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: from + suffix) {
+            try FileManager.default.copyItem(atPath: from + suffix, toPath: to + suffix)
+        }
+
+        let second = try GameHarness(directory: crashed, sessions: "t-")
+        await second.settle()
+        #expect(second.lastError(of: "alice") == "no_result")
+        #expect(try second.games().first { $0.id == "s-m1-1" }?.outcome == .noResult)
+        await second.presence(.online)
+        #expect(second.offer(to: "bob") == "t-m1-1")
+        await second.stop()
+        await first.stop()
     }
 
     @Test func pauseSurvivesARestart() async throws {

@@ -20,7 +20,7 @@ struct PureGame {
     init(settings: GameSettings = GameSettings(), online: Bool = true, restored: RestoredMachine? = nil) {
         state = MachineState(
             machine: Self.machine, settings: settings,
-            restored: restored ?? RestoredMachine(queue: [], snapshotSeq: 0, paused: false, closedGames: [], requeuedOffers: []),
+            restored: restored ?? RestoredMachine(queue: [], snapshotSeq: 0, paused: false),
             firstSerial: 1000, sessionPrefix: "s")
         if online { presence(.online) }
     }

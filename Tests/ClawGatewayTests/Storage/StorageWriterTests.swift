@@ -15,13 +15,27 @@ import Testing
             startedAt: nil, endedAt: outcome == nil ? nil : Date(timeIntervalSince1970: 2), outcome: outcome, commands: 0)
     }
 
-    /// Stand-ins for machines: a fixed image each, and a record of what was made durable.
+    /// Stand-ins for the arcade reading the writer's reports: a fixed image
+    /// per machine, handed over when the writer fails, and a record of the
+    /// machines it said were made durable.
     final class FakeMachines: Sendable {
         let images = Mutex<[DurableMachine]>([])
         let durable = Recorder<Int>()
+        let failures = Recorder<Int>()
 
-        var storage: StorageWriter.Machines {
-            StorageWriter.Machines(images: { self.images.withLock { $0 } }, durable: { self.durable.append(contentsOf: $0) })
+        /// Reads the writer's reports until it stops.
+        func read(_ writer: StorageWriter) -> Task<Void, Never> {
+            Task {
+                for await report in writer.reports {
+                    switch report {
+                    case .durable(let machines):
+                        durable.append(contentsOf: machines)
+                    case .failing:
+                        failures.append(1)
+                        writer.rewrite { images.withLock { $0 } }
+                    }
+                }
+            }
         }
     }
 
@@ -30,7 +44,8 @@ import Testing
         let store = try GameStore(path: directory.appendingPathComponent("g.sqlite").path)
         let writer = StorageWriter(store: store, logger: Logger(label: "test"))
         let machines = FakeMachines()
-        writer.start(machines.storage)
+        let reading = machines.read(writer)
+        writer.start()
         var tickets: [StorageWriter.Ticket] = []
         for index in 0..<200 {
             tickets.append(writer.submit([.game(Self.game("g\(index)"))], machine: index % 3))
@@ -39,9 +54,10 @@ import Testing
         #expect(await writer.waitDurable(tickets[199], timeout: .seconds(10)))
         #expect(tickets.allSatisfy(writer.isDurable))
         #expect(try store.gamesNow(machine: "m1", limit: 500, offset: 0).count == 200)
-        #expect(Set(machines.durable.items) == [0, 1, 2])
         #expect(writer.isWritable)
         await writer.stop()
+        await reading.value
+        #expect(Set(machines.durable.items) == [0, 1, 2], "reported, the writer's stream ended with it")
     }
 
     @Test func aRemovedFileIsReopenedAndEveryMachineRewrittenWithNoRecordLost() async throws {
@@ -54,7 +70,8 @@ import Testing
         machines.images.withLock {
             $0 = [DurableMachine(machine: "m1", queue: [bob], snapshotSeq: 7, paused: true, openGame: Self.game("open"))]
         }
-        writer.start(machines.storage)
+        let reading = machines.read(writer)
+        writer.start()
         let first = writer.submit([.game(Self.game("before", outcome: .won))], machine: 0)
         #expect(await writer.waitDurable(first, timeout: .seconds(10)))
 
@@ -67,10 +84,12 @@ import Testing
         let games = try store.gamesNow(machine: "m1", limit: 10, offset: 0)
         #expect(Set(games.map(\.id)) == ["after", "open"], "the closed game and the open one; the rest went with the old file")
         #expect(try store.queuedNow(machine: "m1") == ["bob"])
-        let reopened = try GameStore(path: path).restore(machine: "m1", now: Date())
+        let reopened = try GameStore(path: path).restore(machine: "m1")
         #expect(reopened.snapshotSeq == 7)
         #expect(reopened.paused)
+        #expect(machines.failures.items.count == 1, "the writer said it was failing, once")
         await writer.stop()
+        await reading.value
     }
 
     @Test func aWaitThatOutlastsItsTimeoutSaysSo() async throws {

@@ -24,6 +24,16 @@ import Testing
                 Issue.record("\(milliseconds): \(Timestamp.string(date)) ≠ \(expected)")
                 return
             }
+            guard let read = Timestamp.date(expected), Timestamp.string(read) == expected else {
+                Issue.record("\(expected) read back as \(Timestamp.date(expected).map(Timestamp.string) ?? "nothing")")
+                return
+            }
         }
+    }
+
+    @Test(arguments: ["", "2026-11-21T10:00:30Z", "2026-11-21 10:00:30.123Z", "2026-13-21T10:00:30.123Z", "2026-11-21T24:00:30.123Z",
+        "2026-11-21T10:00:30.12xZ", "2026-11-21T10:00:30.123+", "２０２６-11-21T10:00:30.123Z"])
+    func textThatTheGatewayDidNotWriteIsNotADate(_ text: String) {
+        #expect(Timestamp.date(text) == nil)
     }
 }

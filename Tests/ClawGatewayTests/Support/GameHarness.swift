@@ -76,6 +76,8 @@ final class GameHarness: Sendable {
     let writer: StorageWriter
     let settings: GameSettings
     let arcade: Arcade
+    /// The arcade reading the writer's reports, as ``ArcadeService`` does.
+    private let reports: Task<Void, Never>
     var machine: Machine { arcade.machines[0] }
     static let epoch = Date(timeIntervalSince1970: 1_795_000_000)
 
@@ -97,8 +99,10 @@ final class GameHarness: Sendable {
             clock: gameClock, publisher: publisher, players: players, writer: writer,
             deadlines: Deadlines(), limits: PlayerLimits(perSecond: settings.maxCommandsPerSecond), logger: Logger(label: "test"),
             sessionPrefix: prefix)
-        arcade = try Arcade(config: Self.config(settings: settings), environment: environment)
-        if startWriter { writer.start(arcade.storageMachines) }
+        let arcade = try Arcade(config: Self.config(settings: settings), environment: environment)
+        self.arcade = arcade
+        reports = Task { await arcade.runStorageReports() }
+        if startWriter { writer.start() }
     }
 
     /// A harness whose PC has said `online`.
@@ -132,8 +136,11 @@ final class GameHarness: Sendable {
             ])
     }
 
-    /// Stops the writer (committing what is queued) and closes the file.
+    /// Stops as ``ArcadeService`` does: the reports are no longer read, the
+    /// machines stop, the writer commits what is queued and closes the file.
     func stop() async {
+        reports.cancel()
+        await reports.value
         arcade.stop()
         await writer.stop()
     }
@@ -182,9 +189,14 @@ final class GameHarness: Sendable {
         await settle()
     }
 
-    /// Returns once everything written so far is durable and told.
+    /// Returns once everything written so far is durable and everything
+    /// decided so far told.
     func settle() async {
-        await writer.flush()
+        if let ticket = writer.lastIssued {
+            _ = await machine.waitTold(ticket, timeout: .seconds(60))
+        } else {
+            machine.drain()
+        }
     }
 
     // MARK: Reading
