@@ -6,8 +6,6 @@ struct MQTTError: Error, Sendable, Equatable, CustomStringConvertible {
     enum Code: String, Sendable {
         /// Not connected to the broker right now; nothing was queued.
         case notConnected = "not_connected"
-        /// The client has been shut down.
-        case shutDown = "shut_down"
         /// A setting was refused (bad TLS file, bad will topic, …).
         case configuration
         /// libmosquitto refused the call.

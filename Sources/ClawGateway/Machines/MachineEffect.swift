@@ -17,12 +17,6 @@ enum MachineEffect: Sendable {
     case snapshot(QueueSnapshot)
     /// A reply to a player through their IM provider.
     case reply(PlayerReply)
-
-    /// Whether the effect tells someone something, and so waits for durability.
-    var tells: Bool {
-        if case .command = self { return false }
-        return true
-    }
 }
 
 /// A player as replies reach them: the account and the IM provider that
