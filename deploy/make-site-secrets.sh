@@ -8,6 +8,9 @@
 #                        [--topic-prefix PREFIX] [--no-gateway-cert] [--force]
 #                        [MACHINE_ID...]
 #   make-site-secrets.sh [--out DIR] [--topic-prefix PREFIX] --add MACHINE_ID...
+#   make-site-secrets.sh [--out DIR] [--topic-prefix PREFIX] --no-tls [--force] [MACHINE_ID...]
+#   make-site-secrets.sh [--out DIR] [--host NAME]... [--ip ADDR]... [--no-gateway-cert]
+#                        [--force] --tls-only
 #
 #   --out DIR          where to write (default /etc/mosquitto/claw)
 #   --host NAME        a DNS name the machine PCs use for the broker; repeat for
@@ -21,6 +24,10 @@
 #   --add              add machines to a site made before: new passwords for
 #                      them and their camera switches, their ACL blocks; the CA,
 #                      certificates and every other password stay as they are
+#   --no-tls           the logins and the ACL only (passwd, passwords, acl): a
+#                      broker on loopback alone, as the Debian package sets up
+#   --tls-only         the CA and certificates only, for a site whose logins
+#                      exist (made with --no-tls): the arcade network's listener
 #   MACHINE_ID...      the machine ids of gateway.yaml (default: m1 m2)
 #
 # Usernames: "gateway", "observer", each machine id for its PC (m1) and
@@ -33,7 +40,8 @@
 # the acl file beside this script, then one block per PC and camera switch)
 # and DIR/passwords (the clear passwords, "user password" per line, mode 0600:
 # hand them out, then keep or delete it; --add needs it). Keys are mode 0600.
-# No password is ever put on a command line. Needs openssl and mosquitto_passwd.
+# No password is ever put on a command line. Needs mosquitto_passwd, and
+# openssl for the certificates.
 set -euo pipefail
 umask 077
 
@@ -44,6 +52,8 @@ prefix=claw
 force=false
 add=false
 gateway_cert=true
+make_tls=true
+make_logins=true
 machines=()
 # The static rules every site's ACL starts from.
 template="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/acl"
@@ -63,6 +73,8 @@ while [ $# -gt 0 ]; do
         --no-gateway-cert) gateway_cert=false; shift ;;
         --force) force=true; shift ;;
         --add) add=true; shift ;;
+        --no-tls) make_tls=false; shift ;;
+        --tls-only) make_logins=false; shift ;;
         -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
         --) shift; machines+=("$@"); break ;;
         -*) die "unknown option $1 (see --help)" ;;
@@ -75,10 +87,23 @@ if $add; then
     [ ${#hosts[@]} -eq 0 ] && [ ${#ips[@]} -eq 0 ] && ! $force && $gateway_cert \
         || die "--add changes no certificate: leave out --host, --ip, --no-gateway-cert and --force"
 fi
+$make_tls || $make_logins || die "--no-tls and --tls-only together make nothing"
+if $add; then make_tls=false; fi
+if ! $make_tls; then
+    [ ${#hosts[@]} -eq 0 ] && [ ${#ips[@]} -eq 0 ] && $gateway_cert \
+        || $add || die "--no-tls makes no certificate: leave out --host, --ip and --no-gateway-cert"
+fi
+if ! $make_logins; then
+    [ ${#machines[@]} -eq 0 ] || die "--tls-only makes no logins: leave out the machine ids (--add adds machines)"
+fi
 [ ${#machines[@]} -gt 0 ] || machines=(m1 m2)
-[ ${#hosts[@]} -gt 0 ] || hosts=("$(hostname -f 2>/dev/null || hostname)")
-command -v openssl >/dev/null || die "openssl is not installed (apt-get install openssl)"
-command -v mosquitto_passwd >/dev/null || die "mosquitto_passwd is not installed (apt-get install mosquitto)"
+if $make_tls; then
+    [ ${#hosts[@]} -gt 0 ] || hosts=("$(hostname -f 2>/dev/null || uname -n)")
+    command -v openssl >/dev/null || die "openssl is not installed (apt-get install openssl)"
+fi
+if $make_logins; then
+    command -v mosquitto_passwd >/dev/null || die "mosquitto_passwd is not installed (apt-get install mosquitto)"
+fi
 [ -r "$template" ] || die "$template is missing: run this script from the repository's deploy/ folder, beside its acl file"
 # The prefix goes into ACL topics: no wildcards, no empty levels.
 [[ "$prefix" =~ ^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$ ]] \
@@ -115,11 +140,15 @@ done
 
 tls="$out/tls"
 if ! $force && ! $add; then
-    for made in "$tls/ca.key" "$tls/ca.crt" "$out/passwd" "$out/passwords" "$out/acl"; do
-        [ ! -e "$made" ] || die "$made already exists; refusing to replace the site's CA, passwords and ACL (--add adds machines; --force makes everything new, then hand out the new CA and passwords)"
+    made=()
+    if $make_tls; then made+=("$tls/ca.key" "$tls/ca.crt"); fi
+    if $make_logins; then made+=("$out/passwd" "$out/passwords" "$out/acl"); fi
+    for file in "${made[@]}"; do
+        [ ! -e "$file" ] || die "$file already exists; refusing to replace the site's CA, passwords and ACL (--add adds machines; --force makes everything new, then hand out the new CA and passwords)"
     done
 fi
-mkdir -p "$tls"
+mkdir -p "$out"
+if $make_tls; then mkdir -p "$tls"; fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -145,7 +174,7 @@ put() {
     mv -f "$3.new" "$3"
 }
 
-if ! $add; then
+if $make_tls; then
     # Subject alternative names of the broker certificate.
     san="DNS:localhost,IP:127.0.0.1"
     for host in "${hosts[@]}"; do
@@ -194,59 +223,61 @@ EOF
     }
 
     ec_key "$work/ca.key"
-    run openssl req -new -x509 -config "$work/openssl.cnf" -key "$work/ca.key" -subj "/CN=claw-gateway site CA ($(hostname))" \
+    run openssl req -new -x509 -config "$work/openssl.cnf" -key "$work/ca.key" -subj "/CN=claw-gateway site CA ($(uname -n))" \
         -days 3650 -set_serial "$(serial)" -extensions ca -out "$work/ca.crt"
     sign server "${hosts[0]}" server
     if $gateway_cert; then sign gateway gateway client; fi
 fi
 
-# Passwords: random, without the characters that trouble shells and URLs.
-password() {
-    local p=""
-    while [ ${#p} -lt 16 ]; do p=$(openssl rand -base64 18 | tr -d '/+='); done
-    echo "$p"
-}
-users=()
-$add || users=(gateway observer)
-for id in "${machines[@]}"; do users+=("$id" "$id-camera"); done
-now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-{
-    if $add; then
-        echo "# Added $now: ${users[*]}"
-    else
-        echo "# MQTT passwords of the claw-gateway site on $(hostname), made $now."
-        echo "# One \"username password\" per line. The gateway's goes into /etc/claw-gateway/env"
-        echo "# (MQTT_PASSWORD); each machine PC logs in with its machine id as username, its"
-        echo "# camera switch as <machine id>-camera. One connection per username at a time."
-    fi
-    for user in "${users[@]}"; do echo "$user $(password)"; done
-} > "$work/new-passwords"
-
-# The password hashes. mosquitto_passwd -b takes the password as an argument,
-# which anyone on this host can read in ps while it runs; instead the clear
-# "user:password" lines go into a file only we can read (umask 077), which
-# mosquitto_passwd -U hashes in place.
-awk '!/^#/ { print $1 ":" $2 }' "$work/new-passwords" > "$work/new-passwd"
-run mosquitto_passwd -U "$work/new-passwd"
-[ "$(grep -c '^[^:]*:\$[0-9]*\$' "$work/new-passwd")" -eq ${#users[@]} ] || die "mosquitto_passwd -U did not hash every password"
-
-# The ACL: the static rules of the template (with the site's prefix), then
-# one block per PC and per camera switch. A "pattern" line could not give
-# m1-camera the topics of m1, and would give every user (camera switches, the
-# observer) topics under its own name; so each machine user is listed with
-# exactly its topics.
-if $add; then
-    cp "$out/acl" "$work/acl"
-else
+if $make_logins; then
+    # Passwords: random, without the characters that trouble shells and URLs
+    # (from the kernel, so that the logins need no openssl).
+    password() {
+        local p=""
+        while [ ${#p} -lt 16 ]; do p=$(head -c 18 /dev/urandom | base64 | tr -d '/+='); done
+        echo "$p"
+    }
+    users=()
+    $add || users=(gateway observer)
+    for id in "${machines[@]}"; do users+=("$id" "$id-camera"); done
+    now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
     {
-        echo "# The ACL of the claw-gateway site on $(hostname), made $now"
-        echo "# by make-site-secrets.sh from deploy/acl; make-site-secrets.sh --add appends machines."
-        echo "#"
-        sed -E "s#^topic (read|write|readwrite) claw/#topic \1 $prefix/#" "$template"
-    } > "$work/acl"
-fi
-for id in "${machines[@]}"; do
-    cat >> "$work/acl" <<EOF
+        if $add; then
+            echo "# Added $now: ${users[*]}"
+        else
+            echo "# MQTT passwords of the claw-gateway site on $(uname -n), made $now."
+            echo "# One \"username password\" per line. The gateway's goes into /etc/claw-gateway/env"
+            echo "# (MQTT_PASSWORD); each machine PC logs in with its machine id as username, its"
+            echo "# camera switch as <machine id>-camera. One connection per username at a time."
+        fi
+        for user in "${users[@]}"; do echo "$user $(password)"; done
+    } > "$work/new-passwords"
+
+    # The password hashes. mosquitto_passwd -b takes the password as an argument,
+    # which anyone on this host can read in ps while it runs; instead the clear
+    # "user:password" lines go into a file only we can read (umask 077), which
+    # mosquitto_passwd -U hashes in place.
+    awk '!/^#/ { print $1 ":" $2 }' "$work/new-passwords" > "$work/new-passwd"
+    run mosquitto_passwd -U "$work/new-passwd"
+    [ "$(grep -c '^[^:]*:\$[0-9]*\$' "$work/new-passwd")" -eq ${#users[@]} ] || die "mosquitto_passwd -U did not hash every password"
+
+    # The ACL: the static rules of the template (with the site's prefix), then
+    # one block per PC and per camera switch. A "pattern" line could not give
+    # m1-camera the topics of m1, and would give every user (camera switches, the
+    # observer) topics under its own name; so each machine user is listed with
+    # exactly its topics.
+    if $add; then
+        cp "$out/acl" "$work/acl"
+    else
+        {
+            echo "# The ACL of the claw-gateway site on $(uname -n), made $now"
+            echo "# by make-site-secrets.sh from deploy/acl; make-site-secrets.sh --add appends machines."
+            echo "#"
+            sed -E "s#^topic (read|write|readwrite) claw/#topic \1 $prefix/#" "$template"
+        } > "$work/acl"
+    fi
+    for id in "${machines[@]}"; do
+        cat >> "$work/acl" <<EOF
 
 # Machine $id. Its PC: commands and coins in; acks, results and its state
 # (retained, and its last will) out.
@@ -261,16 +292,24 @@ user $id-camera
 topic read $prefix/$id/camera
 topic write $prefix/$id/ack
 EOF
-done
+    done
+fi
 
 # Install. Certificates and the ACL are public; keys, the password hashes and
 # the clear passwords are not.
-if $add; then
-    cat "$out/passwd" "$work/new-passwd" > "$work/passwd"
-    cat "$out/passwords" "$work/new-passwords" > "$work/passwords"
-else
-    mv "$work/new-passwd" "$work/passwd"
-    mv "$work/new-passwords" "$work/passwords"
+if $make_logins; then
+    if $add; then
+        cat "$out/passwd" "$work/new-passwd" > "$work/passwd"
+        cat "$out/passwords" "$work/new-passwords" > "$work/passwords"
+    else
+        mv "$work/new-passwd" "$work/passwd"
+        mv "$work/new-passwords" "$work/passwords"
+    fi
+    put 0600 "$work/passwd" "$out/passwd" mosquitto
+    put 0600 "$work/passwords" "$out/passwords"
+    put 0644 "$work/acl" "$out/acl"
+fi
+if $make_tls; then
     for name in ca server gateway; do
         [ -e "$work/$name.crt" ] || continue
         put 0644 "$work/$name.crt" "$tls/$name.crt"
@@ -278,11 +317,9 @@ else
         else put 0600 "$work/$name.key" "$tls/$name.key"; fi
     done
     if ! $gateway_cert; then rm -f "$tls/gateway.crt" "$tls/gateway.key"; fi
+    chmod 0755 "$tls"
 fi
-put 0600 "$work/passwd" "$out/passwd" mosquitto
-put 0600 "$work/passwords" "$out/passwords"
-put 0644 "$work/acl" "$out/acl"
-chmod 0755 "$out" "$tls"
+chmod 0755 "$out"
 
 if $add; then
     cat <<EOF
@@ -297,6 +334,29 @@ Next:
      systemctl restart claw-gateway
   3. Each new PC: tls/ca.crt, its machine id as username and its password; its
      camera switch: the username <machine id>-camera and its own password.
+EOF
+    exit 0
+fi
+
+if ! $make_tls; then
+    cat <<EOF
+Made in $out:
+  passwd      mosquitto's password_file
+  acl         mosquitto's acl_file (topic prefix $prefix)
+  passwords   the clear passwords of: ${users[*]}
+EOF
+    exit 0
+fi
+if ! $make_logins; then
+    cat <<EOF
+Made in $out, the broker certificate for ${san//,/, }:
+  tls/ca.crt, tls/ca.key          the site CA (ca.key stays here, private: it signs certificates)
+  tls/server.crt, tls/server.key  the broker's certificate (certfile, keyfile of the arcade listener)
+  tls/gateway.crt, .key           the gateway's client certificate (unless --no-gateway-cert)
+
+Next: the arcade network's listener in /etc/mosquitto/conf.d/claw-gateway.conf
+(its address in place of ARCADE_LAN_ADDRESS), systemctl restart mosquitto, and
+give each PC tls/ca.crt (docs/INSTALL.md).
 EOF
     exit 0
 fi

@@ -8,7 +8,10 @@ extension HeavySuites {
     /// One site: the secrets and the ACL of deploy/make-site-secrets.sh in
     /// `directory/claw`, and a mosquitto running deploy/mosquitto.conf with
     /// those paths and three free loopback ports in place of its listeners'.
-    /// Stopped by PID.
+    /// Or, `packaged`, the site as the Debian package sets it up: the logins
+    /// of make-site-secrets.sh --no-tls, and deploy/debian/mosquitto.conf with
+    /// its loopback listener and (after --tls-only) its arcade listener
+    /// uncommented, on free ports. Stopped by PID.
     final class DeploySite {
         /// The repository's deploy/ folder.
         static let deployFolder = URL(fileURLWithPath: #filePath)
@@ -26,6 +29,8 @@ extension HeavySuites {
         }
 
         let directory: URL
+        /// The package's broker (deploy/debian/mosquitto.conf), not deploy/'s.
+        let packaged: Bool
         /// `listener 1883 127.0.0.1`.
         let plainPort: Int
         /// `listener 8883 127.0.0.1`, the gateway's.
@@ -42,7 +47,8 @@ extension HeavySuites {
         /// log their arguments to `toolLog`, then run the real tool.
         private var wrappers: URL?
 
-        init() throws {
+        init(packaged: Bool = false) throws {
+            self.packaged = packaged
             directory = try TemporaryDirectory.make(prefix: "deploy")
             var ports: [Int] = []
             while ports.count < 3 {
@@ -58,8 +64,10 @@ extension HeavySuites {
         /// clients, processes and the broker whatever happens.
         /// - Parameter tools: tools whose calls by make-site-secrets.sh are
         ///   logged (see ``toolCalls``).
-        static func with(wrapping tools: [String] = [], _ body: (DeploySite) async throws -> Void) async throws {
-            let site = try DeploySite()
+        static func with(
+            packaged: Bool = false, wrapping tools: [String] = [], _ body: (DeploySite) async throws -> Void
+        ) async throws {
+            let site = try DeploySite(packaged: packaged)
             do {
                 try site.wrap(tools)
                 try site.start()
@@ -83,9 +91,15 @@ extension HeavySuites {
         /// The site CA, to trust on the TLS listeners.
         var tls: TLSSettings { TLSSettings(caFile: file("tls/ca.crt").path) }
 
-        /// The three listeners.
+        /// The three listeners (the package's broker: its two).
         var listeners: [Listener] {
-            [
+            if packaged {
+                return [
+                    Listener(description: "plain loopback", port: plainPort, tls: nil),
+                    Listener(description: "TLS arcade", port: arcadePort, tls: tls),
+                ]
+            }
+            return [
                 Listener(description: "plain loopback", port: plainPort, tls: nil),
                 Listener(description: "TLS loopback", port: tlsPort, tls: tls),
                 Listener(description: "TLS arcade", port: arcadePort, tls: tls),
@@ -111,7 +125,7 @@ extension HeavySuites {
         }
 
         /// Puts a wrapper for each of `tools` first on make-site-secrets.sh's PATH.
-        private func wrap(_ tools: [String]) throws {
+        func wrap(_ tools: [String]) throws {
             guard !tools.isEmpty else { return }
             let folder = directory.appendingPathComponent("wrappers")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -186,6 +200,68 @@ extension HeavySuites {
             return text + extra.joined(separator: "\n") + "\n"
         }
 
+        /// The package's broker config, deploy/debian/mosquitto.conf.
+        static var packagedBrokerFile: URL { deployFolder.appendingPathComponent("debian/mosquitto.conf") }
+
+        /// deploy/debian/mosquitto.conf with its arcade listener uncommented
+        /// (as INSTALL.md says), the site's paths and ports moved here.
+        func packagedBrokerConfig() throws -> String {
+            var lines = try String(contentsOf: Self.packagedBrokerFile, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+                .map(String.init)
+            guard let arcade = lines.firstIndex(of: "#listener 8883 ARCADE_LAN_ADDRESS") else {
+                throw BrokerError("deploy/debian/mosquitto.conf has no commented arcade listener; update DeploySite to match")
+            }
+            // The block: the commented settings under it ("#word", where prose is "# word").
+            var index = arcade
+            while index < lines.count, lines[index].hasPrefix("#"), !lines[index].hasPrefix("# "), lines[index].count > 1 {
+                lines[index].removeFirst()
+                index += 1
+            }
+            var text = lines.joined(separator: "\n")
+            let moves = [
+                ("/etc/mosquitto/claw", secrets.path),
+                ("listener 1883 127.0.0.1", "listener \(plainPort) 127.0.0.1"),
+                ("listener 8883 ARCADE_LAN_ADDRESS", "listener \(arcadePort) 127.0.0.1"),
+            ]
+            for (site, test) in moves {
+                guard text.contains(site) else {
+                    throw BrokerError("deploy/debian/mosquitto.conf no longer contains \"\(site)\"; update DeploySite to match")
+                }
+                text = text.replacingOccurrences(of: site, with: test)
+            }
+            var extra = [
+                "", "# Added by the deploy tests.",
+                "persistence_location \(directory.path)/",
+                "log_dest file \(directory.appendingPathComponent("mosquitto.log").path)",
+                "log_type all",
+            ]
+            if geteuid() == 0 { extra.append("user root") }
+            return text + extra.joined(separator: "\n") + "\n"
+        }
+
+        /// deploy/debian/gateway.yaml, the package's starter config, with its
+        /// broker, HTTP port and database moved here, and the secrets the
+        /// package's postinst makes in its environment.
+        func starterConfig(httpPort: Int) throws -> (file: URL, environment: [String: String]) {
+            var yaml = try String(contentsOf: Self.deployFolder.appendingPathComponent("debian/gateway.yaml"), encoding: .utf8)
+            let moves = [
+                ("mqtt://127.0.0.1:1883", "mqtt://127.0.0.1:\(plainPort)"),
+                ("listen: 127.0.0.1:8080", "listen: 127.0.0.1:\(httpPort)"),
+                ("/var/lib/claw-gateway/", directory.path + "/state/"),
+            ]
+            for (sitePath, testPath) in moves {
+                guard yaml.contains(sitePath) else { throw BrokerError("deploy/debian/gateway.yaml no longer uses \(sitePath)") }
+                yaml = yaml.replacingOccurrences(of: sitePath, with: testPath)
+            }
+            try FileManager.default.createDirectory(at: directory.appendingPathComponent("state"), withIntermediateDirectories: true)
+            let file = directory.appendingPathComponent("starter.yaml")
+            try yaml.write(to: file, atomically: true, encoding: .utf8)
+            var environment = ProcessInfo.processInfo.environment
+            environment["MQTT_PASSWORD"] = passwords["gateway"]
+            environment["CLAW_WEBHOOK_SECRET"] = String(repeating: "5e", count: 32)
+            return (file, environment)
+        }
+
         /// deploy/gateway.yaml with its files moved here, and the environment
         /// its `${VAR}`s need.
         /// - Parameter url: the broker URL in place of the site's, if given.
@@ -214,18 +290,23 @@ extension HeavySuites {
         }
 
         func start() throws {
-            let made = try makeSecrets()
-            guard made.status == 0 else {
-                throw BrokerError("deploy/make-site-secrets.sh failed with status \(made.status):\n\(made.output)")
+            // As the package's postinst makes them, then as an operator adds
+            // the arcade listener's certificates.
+            let runs = packaged ? [["--no-tls", "m1", "m2"], ["--tls-only", "--host", "localhost"]] : [["--host", "localhost", "m1", "m2"]]
+            for arguments in runs {
+                let made = try makeSecrets(arguments)
+                guard made.status == 0 else {
+                    throw BrokerError("deploy/make-site-secrets.sh \(arguments.joined(separator: " ")) failed with status \(made.status):\n\(made.output)")
+                }
             }
             passwords = try readPasswords()
             let config = directory.appendingPathComponent("mosquitto.conf")
-            try brokerConfig().write(to: config, atomically: true, encoding: .utf8)
+            try (packaged ? packagedBrokerConfig() : brokerConfig()).write(to: config, atomically: true, encoding: .utf8)
             broker = try ChildProcess(
                 try MosquittoBroker.executable().path, ["-c", config.path], output: directory.appendingPathComponent("mosquitto.out"))
             guard listeners.allSatisfy({ FreePort.waitUntilListening($0.port, timeout: 10) }) else {
                 let output = (try? String(contentsOf: directory.appendingPathComponent("mosquitto.out"), encoding: .utf8)) ?? ""
-                throw BrokerError("mosquitto did not start with deploy/mosquitto.conf:\n\(output)\n\(log)")
+                throw BrokerError("mosquitto did not start with \(packaged ? "deploy/debian" : "deploy")/mosquitto.conf:\n\(output)\n\(log)")
             }
         }
 
