@@ -67,7 +67,7 @@ private struct Schema {
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
-        let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_timeout", "max_connections"]))
+        let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout"]))
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
         let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace"]))
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
@@ -123,6 +123,11 @@ private struct Schema {
         if let section {
             settings.readTimeout = section.duration("read_timeout", default: settings.readTimeout)
             settings.maxConnections = section.int("max_connections", default: settings.maxConnections, in: 1...100_000)
+            // A share larger than the whole would never apply: capped at max_connections.
+            settings.maxConnectionsPerClient = section.int(
+                "max_connections_per_client", default: min(settings.maxConnectionsPerClient, settings.maxConnections),
+                in: 1...settings.maxConnections)
+            settings.idleTimeout = section.duration("idle_timeout", default: settings.idleTimeout, atLeast: .seconds(1))
         }
         return settings
     }

@@ -61,6 +61,11 @@ struct HTTPSettings: Sendable {
     var readTimeout: Duration = .seconds(10)
     /// Connections open at once; more are closed as they come.
     var maxConnections: Int = 1024
+    /// Connections open at once from one client address (an IPv6 /64); more
+    /// are closed as they come, so one client cannot take everyone's slots.
+    var maxConnectionsPerClient: Int = 16
+    /// How long a keep-alive connection may sit between requests.
+    var idleTimeout: Duration = .seconds(60)
 }
 
 struct IMSettings: Sendable {

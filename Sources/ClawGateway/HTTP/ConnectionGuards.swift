@@ -1,40 +1,127 @@
 import Logging
 import NIOCore
 import NIOHTTPTypes
+import Prometheus
 import Synchronization
 
-/// How many HTTP connections are open; over `http.max_connections` a new one
-/// is closed as it comes, so no client can hold every socket and file
-/// descriptor of the gateway.
+/// Who a connection counts against for the per-client shares: an IPv4
+/// address, or an IPv6 address's /64 (one host usually has a whole /64, so
+/// counting single IPv6 addresses would give it billions of shares). An IPv4
+/// address mapped into IPv6 (a dual-stack listener) counts as the IPv4 address.
+struct ClientAddress: Hashable, Sendable, CustomStringConvertible {
+    private let bytes: [UInt8]
+
+    init?(_ address: SocketAddress?) {
+        switch address {
+        case .v4(let v4):
+            bytes = withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
+        case .v6(let v6):
+            let all = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            let mappedV4 = all[0..<10].allSatisfy { $0 == 0 } && all[10] == 0xff && all[11] == 0xff
+            bytes = mappedV4 ? Array(all[12..<16]) : Array(all[0..<8])
+        case .unixDomainSocket, nil:
+            return nil
+        }
+    }
+
+    var description: String {
+        if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
+        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+        return groups.joined(separator: ":") + "::/64"
+    }
+}
+
+/// How many HTTP connections are open, in all and per client address: over
+/// `http.max_connections`, or over `http.max_connections_per_client` from
+/// one client, a new connection is closed as it comes, without touching any
+/// other. So no client can hold every socket and file descriptor of the
+/// gateway, nor the slots the IM service's copies need.
 final class ConnectionLimit: Sendable {
     let maximum: Int
-    private let open = Atomic<Int>(0)
+    let perClient: Int
+    private struct Open {
+        var all = 0
+        var byClient: [ClientAddress: Int] = [:]
+    }
+
+    private let open = Mutex(Open())
     private let warnings = LogLimiter()
     private let logger: Logger
 
-    init(maximum: Int, logger: Logger) {
+    init(maximum: Int, perClient: Int, logger: Logger) {
         self.maximum = maximum
+        self.perClient = perClient
         self.logger = logger
+        _ = ConnectionRefusals.all  // at 0 from the first scrape
     }
 
-    /// Counts a new connection; false (and not counted) when it is one too many.
-    func admit() -> Bool {
-        let now = open.add(1, ordering: .relaxed).newValue
-        guard now > maximum else { return true }
-        open.subtract(1, ordering: .relaxed)
-        warnings.log("full") { heldBack in
-            logger.warning(
-                "HTTP connection closed: too many open",
-                metadata: ["http.max_connections": .stringConvertible(maximum), "log.held_back": .stringConvertible(heldBack)])
+    /// Counts a new connection from `client`; false (and not counted) when it is one too many.
+    func admit(_ client: ClientAddress?) -> Bool {
+        enum Refusal { case full, overShare }
+        let refusal: Refusal? = open.withLock { open in
+            guard open.all < maximum else { return .full }
+            if let client {
+                let mine = open.byClient[client, default: 0]
+                guard mine < perClient else { return .overShare }
+                open.byClient[client] = mine + 1
+            }
+            open.all += 1
+            return nil
+        }
+        switch refusal {
+        case nil:
+            return true
+        case .full:
+            ConnectionRefusals.maxConnections.increment()
+            warnings.log("full") { heldBack in
+                logger.warning(
+                    "HTTP connection closed: too many open",
+                    metadata: ["http.max_connections": .stringConvertible(maximum), "log.held_back": .stringConvertible(heldBack)])
+            }
+        case .overShare:
+            ConnectionRefusals.perClient.increment()
+            warnings.log("over_share") { heldBack in
+                logger.warning(
+                    "HTTP connection closed: over the client's share",
+                    metadata: [
+                        "http.client": .stringConvertible(client?.description ?? "-"),
+                        "http.max_connections_per_client": .stringConvertible(perClient),
+                        "log.held_back": .stringConvertible(heldBack),
+                    ])
+            }
         }
         return false
     }
 
-    func closed() {
-        open.subtract(1, ordering: .relaxed)
+    /// A connection ``admit(_:)`` counted has closed.
+    func closed(_ client: ClientAddress?) {
+        open.withLock { open in
+            open.all -= 1
+            guard let client, let mine = open.byClient[client] else { return }
+            open.byClient[client] = mine > 1 ? mine - 1 : nil
+        }
     }
 
-    var count: Int { open.load(ordering: .relaxed) }
+    var count: Int { open.withLock { $0.all } }
+
+    /// Connections open from `client`.
+    func count(from client: ClientAddress) -> Int { open.withLock { $0.byClient[client, default: 0] } }
+}
+
+/// `claw_http_connections_refused_total`, by why: made with the guards,
+/// so that a scrape shows both reasons at 0 before anything was refused.
+enum ConnectionRefusals {
+    static let maxConnections = counter("max_connections")
+    static let perClient = counter("per_client")
+    static let all = [maxConnections, perClient]
+
+    private static func counter(_ reason: String) -> Counter {
+        GatewayMetrics.registry.makeCounter(
+            descriptor: MetricNameDescriptor(
+                namespace: "claw", metricName: "http_connections_refused", unitName: "total",
+                helpText: "HTTP connections closed as they came: over http.max_connections, or over the client address's http.max_connections_per_client."),
+            labels: [("reason", reason)])
+    }
 }
 
 /// The time a request may take to arrive, from its first byte to its last

@@ -20,6 +20,8 @@ enum HTTPServer {
         var recentMessages = RecentIDs()
         /// The generic notifications already accepted, shared likewise.
         var replays: ReplayGuard
+        /// Warnings about refused requests, limited across the router and the fast path.
+        var refusalLog = LogLimiter()
 
         init(
             config: GatewayConfig, arcade: Arcade, isBrokerConnected: @escaping @Sendable () -> Bool,
@@ -37,21 +39,21 @@ enum HTTPServer {
         }
 
         func ingress(logger: Logger) -> Ingress {
-            Ingress(arcade: arcade, im: config.im, recentMessages: recentMessages, replays: replays, logger: logger, now: now)
+            Ingress(arcade: arcade, im: config.im, recentMessages: recentMessages, replays: replays, logger: logger, now: now, refusalLog: refusalLog)
         }
     }
 
-    static func router(_ parts: Parts, logger: Logger) -> Router<BasicRequestContext> {
-        let router = Router()
+    static func router(_ parts: Parts, logger: Logger) -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
-        IngressRoutes<BasicRequestContext>(ingress: parts.ingress(logger: logger)).add(to: router)
-        ReadRoutes<BasicRequestContext>(arcade: parts.arcade, isBrokerConnected: parts.isBrokerConnected)
+        IngressRoutes<GatewayRequestContext>(ingress: parts.ingress(logger: logger)).add(to: router)
+        ReadRoutes<GatewayRequestContext>(arcade: parts.arcade, isBrokerConnected: parts.isBrokerConnected)
             .add(to: router)
         if let token = parts.config.http.adminToken {
-            AdminRoutes<BasicRequestContext>(arcade: parts.arcade, token: token).add(to: router)
+            AdminRoutes<GatewayRequestContext>(arcade: parts.arcade, token: token).add(to: router)
         }
         if let feed = parts.feed {
-            DashboardRoutes<BasicRequestContext>(
+            DashboardRoutes<GatewayRequestContext>(
                 feed: feed, arcade: parts.arcade, gatewayID: parts.config.gateway.id,
                 statsInterval: parts.config.gateway.statsInterval, admin: parts.config.http.adminToken != nil,
                 uptime: parts.uptime, now: parts.now
@@ -77,12 +79,12 @@ enum HTTPServer {
         let ingress = parts.ingress(logger: logger)
         let decoderLimits = limits
         let http = parts.config.http
-        let connections = ConnectionLimit(maximum: http.maxConnections, logger: logger)
+        let connections = ConnectionLimit(maximum: http.maxConnections, perClient: http.maxConnectionsPerClient, logger: logger)
         return Application(
             router: router(parts, logger: logger),
             server: HTTPServerBuilder { responder in
                 GatewayHTTP1Channel(
-                    responder: responder, ingress: ingress, idleTimeout: .seconds(30), readTimeout: http.readTimeout,
+                    responder: responder, ingress: ingress, idleTimeout: http.idleTimeout, readTimeout: http.readTimeout,
                     connections: connections, decoderLimits: decoderLimits, serverName: serverName)
             },
             configuration: ApplicationConfiguration(

@@ -39,6 +39,9 @@ struct Ingress: Sendable {
     let replays: ReplayGuard
     let logger: Logger
     let now: @Sendable () -> Date
+    /// Warnings about refused requests, one per reason every 10 s: shared by
+    /// the router and the fast path, so no one outside can flood the journal.
+    var refusalLog = LogLimiter()
 
     /// The path of each ingress configured, for the router and the fast path.
     var paths: [String] {
@@ -88,7 +91,7 @@ struct Ingress: Sendable {
             copy = try NetEaseCopy.read(body: body, header: header, settings: settings, now: now())
         } catch {
             GatewayMetrics.notification(provider: "netease", result: error.kind == .unauthorized ? "unauthorized" : "malformed")
-            logger.warning("NetEase copy refused", metadata: ["http.reason": .string(error.message)])
+            warnRefused("netease.\(error.kind)", "NetEase copy refused", reason: error.message)
             return .now(
                 error.kind == .unauthorized
                     ? .error(.unauthorized, code: "unauthorized", error.message)
@@ -120,6 +123,15 @@ struct Ingress: Sendable {
             }
         }
         return .now(Self.copyAccepted)
+    }
+
+    /// A refused request's warning, or none when one of the same `kind` (a
+    /// constant, never text from the request) went out in the last 10 s; the
+    /// next one says how many were held back.
+    private func warnRefused(_ kind: String, _ message: Logger.Message, reason: String) {
+        refusalLog.log(kind) { heldBack in
+            logger.warning(message, metadata: ["http.reason": .string(reason), "log.held_back": .stringConvertible(heldBack)])
+        }
     }
 
     /// NetEase reads only the status; the body is the same for every copy.
@@ -159,7 +171,7 @@ struct Ingress: Sendable {
         }
         guard replays.accept(signature: signature, timestamp: seconds, now: now) else {
             GatewayMetrics.notification(provider: "generic", result: "replayed")
-            logger.warning("Generic notification replayed", metadata: ["http.reason": "the same signed bytes were already accepted"])
+            warnRefused("generic.replayed", "Generic notification replayed", reason: "the same signed bytes were already accepted")
             return .now(
                 .error(
                     .conflict, code: "replayed",

@@ -28,11 +28,12 @@ struct GatewayHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             // Refused here, the connection is closed before anything is read from it.
-            guard connections.admit() else {
+            let client = ClientAddress(channel.remoteAddress)
+            guard connections.admit(client) else {
                 channel.close(promise: nil)
                 throw TooManyConnections()
             }
-            channel.closeFuture.whenComplete { [connections] _ in connections.closed() }
+            channel.closeFuture.whenComplete { [connections] _ in connections.closed(client) }
             let clock = RequestReadClock(timeout: readTimeout)
             let pipeline = channel.pipeline.syncOperations
             try pipeline.addHandler(RequestReadClock.Start(clock))

@@ -13,37 +13,78 @@ import Synchronization
 /// Each tick, what piled up is written once into one chunk for every
 /// client: a machine's latest snapshot (older ones are superseded: `seq`
 /// orders them), its events in order (at most ``maxEventsPerTick``; the rest
-/// are counted in an `overflow` message) and its latest stats.
+/// are counted in a `gap` record) and its latest stats.
 ///
-/// Each client is bounded: a client that has ``maxPendingChunks`` chunks or
+/// Each client is bounded: one that has ``maxPendingChunks`` chunks or
 /// ``maxPendingBytes`` bytes not yet written (a slow or stalled reader) is
-/// dropped, not buffered for ever; its browser reconnects and starts again
-/// from the whole arcade.
+/// sent nothing more until it has written what it has; then it gets one
+/// `gap` record with the number of events it missed and the whole arcade
+/// again, never a silent hole. One still behind after ``maxBehind`` is
+/// dropped (its browser reconnects and starts again from the whole arcade).
+/// At most ``maxClients`` read at once, ``maxClientsPerAddress`` from one
+/// client address.
 final class ArcadeFeed: Service, Sendable {
     static let tick: Duration = .milliseconds(100)
     static let heartbeat: Duration = .seconds(15)
     static let maxClients = 100
+    static let maxClientsPerAddress = 4
     static let maxEventsPerTick = 50
     static let maxPendingChunks = 64
     static let maxPendingBytes = 4 << 20
+    static let maxBehind: Duration = .seconds(60)
 
     /// What a client of the feed reads: chunks of SSE frames.
     final class Client: Sendable {
         let id: Int
+        /// Whose share of streams it takes; nil for none (a test's, a Unix socket's).
+        let address: ClientAddress?
         let chunks: AsyncStream<[UInt8]>
         fileprivate let continuation: AsyncStream<[UInt8]>.Continuation
         private let pending = Atomic<Int>(0)
+        /// Set while the client is too far behind: since when, and the events it missed.
+        private let behind = Mutex<(since: Duration, missed: Int)?>(nil)
 
-        fileprivate init(id: Int) {
+        fileprivate init(id: Int, address: ClientAddress?) {
             self.id = id
+            self.address = address
             (chunks, continuation) = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .bufferingOldest(ArcadeFeed.maxPendingChunks))
         }
 
-        /// False when the client is too far behind and was ended.
-        fileprivate func offer(_ chunk: [UInt8]) -> Bool {
+        fileprivate enum Offered {
+            case sent
+            /// Not sent: the client is behind (and `fellBehind` when it just fell).
+            case skipped(fellBehind: Bool)
+            /// Back in step: a `gap` record and the whole arcade went first.
+            case caughtUp(missed: Int)
+            /// Behind for longer than ``ArcadeFeed/maxBehind``: end it.
+            case tooLongBehind
+        }
+
+        /// Hands `chunk` (with `events` events in it, counting those left out
+        /// of it) to the client, or counts what it misses while it is behind.
+        /// `arcade` makes the frames that bring a client back in step.
+        fileprivate func offer(_ chunk: [UInt8], events: Int, now: Duration, arcade: (_ missed: Int) -> [UInt8]) -> Offered {
+            behind.withLock { behind in
+                guard let lag = behind else {
+                    if chunk.isEmpty || enqueue(chunk) { return .sent }
+                    behind = (now, events)
+                    return .skipped(fellBehind: true)
+                }
+                // Back once it has written all it had: the gap, the whole arcade, then what is new.
+                if pending.load(ordering: .relaxed) == 0, enqueue(arcade(lag.missed) + chunk) {
+                    behind = nil
+                    return .caughtUp(missed: lag.missed)
+                }
+                if now - lag.since > ArcadeFeed.maxBehind { return .tooLongBehind }
+                behind = (lag.since, lag.missed + events)
+                return .skipped(fellBehind: false)
+            }
+        }
+
+        private func enqueue(_ chunk: [UInt8]) -> Bool {
             let bytes = pending.add(chunk.count, ordering: .relaxed).newValue
             guard bytes <= ArcadeFeed.maxPendingBytes, case .enqueued = continuation.yield(chunk) else {
-                continuation.finish()
+                pending.subtract(chunk.count, ordering: .relaxed)
                 return false
             }
             return true
@@ -63,6 +104,8 @@ final class ArcadeFeed: Service, Sendable {
         var stats: [UInt8]?
         /// Kept for clients that connect later.
         var latestStats: [UInt8]?
+        /// Kept while anyone reads, for a client that falls behind and catches up.
+        var latestSnapshot: [UInt8]?
     }
 
     private final class Slot: Sendable {
@@ -78,8 +121,19 @@ final class ArcadeFeed: Service, Sendable {
 
     private struct Clients {
         var byID: [Int: Client] = [:]
+        var byAddress: [ClientAddress: Int] = [:]
         var nextID = 0
         var stopped = false
+    }
+
+    /// Why a client was not connected.
+    enum Refusal: Error, Equatable {
+        /// ``maxClients`` read already.
+        case full
+        /// ``maxClientsPerAddress`` read from this client's address already.
+        case overShare
+        /// The gateway is stopping.
+        case stopped
     }
 
     private let slots: [Slot]
@@ -90,6 +144,7 @@ final class ArcadeFeed: Service, Sendable {
     private let lastStatus: Mutex<GatewayStatus?> = Mutex(nil)
     private let clock: GameClock
     private let logger: Logger
+    private let warnings = LogLimiter()
 
     /// - Parameter status: read every tick; a change goes out as a `gateway` message.
     init(machines: Int, clock: GameClock, logger: Logger, status: @escaping @Sendable () -> GatewayStatus) {
@@ -106,7 +161,10 @@ final class ArcadeFeed: Service, Sendable {
     /// A machine's retained snapshot, as published.
     func snapshot(_ machine: Int, _ payload: [UInt8]) {
         guard hasClients else { return }
-        slots[machine].pending.withLock { $0.snapshot = payload }
+        slots[machine].pending.withLock { pending in
+            pending.snapshot = payload
+            pending.latestSnapshot = payload
+        }
     }
 
     /// A machine's event, as published.
@@ -139,24 +197,55 @@ final class ArcadeFeed: Service, Sendable {
 
     // MARK: Clients
 
-    /// A new client, or nil when ``maxClients`` are connected or the feed stopped.
-    func connect() -> Client? {
-        clients.withLock { clients in
-            guard !clients.stopped, clients.byID.count < Self.maxClients else { return nil }
+    /// A new client reading for `address`.
+    func connect(from address: ClientAddress? = nil) throws(Refusal) -> Client {
+        let connected: Result<Client, Refusal> = clients.withLock { clients in
+            guard !clients.stopped else { return .failure(.stopped) }
+            guard clients.byID.count < Self.maxClients else { return .failure(.full) }
+            if let address {
+                let theirs = clients.byAddress[address, default: 0]
+                guard theirs < Self.maxClientsPerAddress else { return .failure(.overShare) }
+                clients.byAddress[address] = theirs + 1
+            }
             clients.nextID += 1
-            let client = Client(id: clients.nextID)
+            let client = Client(id: clients.nextID, address: address)
             clients.byID[client.id] = client
             clientCount.store(clients.byID.count, ordering: .relaxed)
+            return .success(client)
+        }
+        switch connected {
+        case .success(let client):
             return client
+        case .failure(let refusal):
+            if refusal != .stopped {
+                warnings.log("refused.\(refusal)") { heldBack in
+                    logger.notice(
+                        "Stream refused",
+                        metadata: [
+                            "stream.refusal": .string("\(refusal)"), "http.client": .stringConvertible(address?.description ?? "-"),
+                            "log.held_back": .stringConvertible(heldBack),
+                        ])
+                }
+            }
+            throw refusal
         }
     }
 
+    /// Ends the client's stream and gives its slot back; again does nothing.
     func disconnect(_ client: Client) {
         client.continuation.finish()
         clients.withLock { clients in
-            clients.byID[client.id] = nil
+            guard clients.byID.removeValue(forKey: client.id) != nil else { return }
             clientCount.store(clients.byID.count, ordering: .relaxed)
+            if let address = client.address, let theirs = clients.byAddress[address] {
+                clients.byAddress[address] = theirs > 1 ? theirs - 1 : nil
+            }
         }
+    }
+
+    /// Streams open, in all or from one address.
+    func count(from address: ClientAddress? = nil) -> Int {
+        clients.withLock { clients in address.map { clients.byAddress[$0, default: 0] } ?? clients.byID.count }
     }
 
     /// What a new client is sent first: `hello`, then every machine's
@@ -169,6 +258,23 @@ final class ArcadeFeed: Service, Sendable {
         for (index, snapshot) in snapshots.enumerated() {
             Self.frame("snapshot", snapshot, into: &out)
             if let stats = slots[index].pending.withLock({ $0.latestStats }) { Self.frame("stats", stats, into: &out) }
+        }
+        if let stats = gateway.pending.withLock({ $0.latestStats }) { Self.frame("gateway_stats", stats, into: &out) }
+        return out
+    }
+
+    /// What a client that was behind is sent when it is back in step: the
+    /// `gap` with the events it missed, then the arcade as it is (the latest
+    /// snapshot of every machine that changed while anyone read, which is
+    /// every one that changed since this client connected).
+    private func caughtUp(missed: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        Self.frame("gap", Self.gap(missed), into: &out)
+        Self.frame("gateway", Self.encode(status()), into: &out)
+        for slot in slots {
+            let (snapshot, stats) = slot.pending.withLock { ($0.latestSnapshot, $0.latestStats) }
+            if let snapshot { Self.frame("snapshot", snapshot, into: &out) }
+            if let stats { Self.frame("stats", stats, into: &out) }
         }
         if let stats = gateway.pending.withLock({ $0.latestStats }) { Self.frame("gateway_stats", stats, into: &out) }
         return out
@@ -187,7 +293,7 @@ final class ArcadeFeed: Service, Sendable {
                     lastWrite = now
                 } else if now - lastWrite >= Self.heartbeat {
                     // A comment: keeps proxies from closing a quiet stream, and finds dead readers.
-                    broadcast(Array(": keep-alive\n\n".utf8))
+                    broadcast(Array(": keep-alive\n\n".utf8), events: 0)
                     lastWrite = now
                 }
                 next = Swift.max(next + Self.tick, now)
@@ -197,7 +303,8 @@ final class ArcadeFeed: Service, Sendable {
     }
 
     /// Writes what piled up since the last tick to every client; false when
-    /// there was nothing to write.
+    /// there was nothing new to write (a client that was behind may still
+    /// have been brought back in step).
     @discardableResult
     func flush() -> Bool {
         guard hasClients else {
@@ -205,6 +312,7 @@ final class ArcadeFeed: Service, Sendable {
             for slot in slots + [gateway] {
                 slot.pending.withLock { pending in
                     pending.snapshot = nil
+                    pending.latestSnapshot = nil
                     pending.events.removeAll()
                     pending.overflow = 0
                     pending.stats = nil
@@ -219,6 +327,7 @@ final class ArcadeFeed: Service, Sendable {
             return last != current
         }
         if changed { Self.frame("gateway", Self.encode(current), into: &out) }
+        var events = 0
         for slot in slots {
             let pending = slot.pending.withLock { pending in
                 defer {
@@ -230,7 +339,8 @@ final class ArcadeFeed: Service, Sendable {
                 return (pending.snapshot, pending.events, pending.overflow, pending.stats)
             }
             for event in pending.1 { Self.frame("event", event, into: &out) }
-            if pending.2 > 0 { Self.frame("overflow", Array(#"{"events_dropped":\#(pending.2)}"#.utf8), into: &out) }
+            if pending.2 > 0 { Self.frame("gap", Self.gap(pending.2), into: &out) }
+            events += pending.1.count + pending.2
             if let snapshot = pending.0 { Self.frame("snapshot", snapshot, into: &out) }
             if let stats = pending.3 { Self.frame("stats", stats, into: &out) }
         }
@@ -240,16 +350,41 @@ final class ArcadeFeed: Service, Sendable {
         }) {
             Self.frame("gateway_stats", stats, into: &out)
         }
-        guard !out.isEmpty else { return false }
-        broadcast(out)
+        guard !out.isEmpty else {
+            // Nothing new, but a client that was behind may be back in step.
+            broadcast([], events: 0)
+            return false
+        }
+        broadcast(out, events: events)
         return true
     }
 
-    private func broadcast(_ chunk: [UInt8]) {
+    /// Offers `chunk` to every client; an empty one only lets a client that
+    /// was behind catch up.
+    private func broadcast(_ chunk: [UInt8], events: Int) {
         let all = clients.withLock { Array($0.byID.values) }
-        for client in all where !client.offer(chunk) {
-            logger.notice("Stream client too far behind, dropped", metadata: ["stream.client": .stringConvertible(client.id)])
-            disconnect(client)
+        let now = clock.now()
+        for client in all {
+            switch client.offer(chunk, events: events, now: now, arcade: caughtUp(missed:)) {
+            case .sent, .skipped(fellBehind: false):
+                break
+            case .skipped(fellBehind: true):
+                warnings.log("behind") { heldBack in
+                    logger.notice(
+                        "Stream client too far behind, skipping to a gap",
+                        metadata: ["stream.client": .stringConvertible(client.id), "log.held_back": .stringConvertible(heldBack)])
+                }
+            case .caughtUp(let missed):
+                logger.debug(
+                    "Stream client back in step", metadata: ["stream.client": .stringConvertible(client.id), "stream.events_missed": .stringConvertible(missed)])
+            case .tooLongBehind:
+                warnings.log("dropped") { heldBack in
+                    logger.notice(
+                        "Stream client behind for too long, dropped",
+                        metadata: ["stream.client": .stringConvertible(client.id), "log.held_back": .stringConvertible(heldBack)])
+                }
+                disconnect(client)
+            }
         }
     }
 
@@ -271,6 +406,11 @@ final class ArcadeFeed: Service, Sendable {
         out.append(contentsOf: "\ndata: ".utf8)
         out.append(contentsOf: data)
         out.append(contentsOf: "\n\n".utf8)
+    }
+
+    /// The `gap` record's data: how many events the reader will never see.
+    static func gap(_ missed: Int) -> [UInt8] {
+        Array(#"{"events_missed":\#(missed)}"#.utf8)
     }
 
     static func encode(_ status: GatewayStatus) -> [UInt8] {

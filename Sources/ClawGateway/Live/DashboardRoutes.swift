@@ -10,7 +10,7 @@ import Protocol
 /// The page is three files compiled into the binary (``DashboardAssets``),
 /// served with a Content-Security-Policy that allows script and style from
 /// this origin only: no inline script, no other host, no framing.
-struct DashboardRoutes<Context: RequestContext>: Sendable {
+struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
     let feed: ArcadeFeed
     let arcade: Arcade
     let gatewayID: String
@@ -38,8 +38,8 @@ struct DashboardRoutes<Context: RequestContext>: Sendable {
         router.get("/dashboard/app.css") { _, _ in
             Self.asset(DashboardAssets.style, type: "text/css; charset=utf-8")
         }
-        router.get("/v1/stream") { _, _ in
-            stream()
+        router.get("/v1/stream") { _, context in
+            stream(from: context.client, closed: context.connectionClosed)
         }
     }
 
@@ -54,13 +54,16 @@ struct DashboardRoutes<Context: RequestContext>: Sendable {
     }
 
     /// Server-Sent Events: the whole arcade, then what happens, until the
-    /// client goes, falls too far behind, or the gateway stops.
-    private func stream() -> Response {
-        guard let client = feed.connect() else {
-            return JSONResponse.error(
-                .serviceUnavailable, code: "too_many_streams",
-                "At most \(ArcadeFeed.maxClients) streams are served at once; try again later.")
+    /// client goes, falls behind for too long, or the gateway stops.
+    private func stream(from address: ClientAddress?, closed: EventLoopFuture<Void>) -> Response {
+        let client: ArcadeFeed.Client
+        do {
+            client = try feed.connect(from: address)
+        } catch {
+            return Self.refused(error)
         }
+        // A reset or vanished reader gives its slot back now, not at the next write that fails.
+        closed.whenComplete { [feed] _ in feed.disconnect(client) }
         let welcome = feed.welcome(hello: hello(), snapshots: arcade.machines.map { $0.currentSnapshot().encoded() })
         let feed = feed
         return Response(
@@ -80,6 +83,20 @@ struct DashboardRoutes<Context: RequestContext>: Sendable {
                 }
                 try await writer.finish(nil)
             })
+    }
+
+    private static func refused(_ refusal: ArcadeFeed.Refusal) -> Response {
+        switch refusal {
+        case .overShare:
+            JSONResponse.error(
+                .tooManyRequests, code: "too_many_streams",
+                "This address already reads \(ArcadeFeed.maxClientsPerAddress) streams; close one before opening another.")
+        case .full:
+            JSONResponse.error(
+                .serviceUnavailable, code: "streams_full", "At most \(ArcadeFeed.maxClients) streams are served at once; try again later.")
+        case .stopped:
+            JSONResponse.error(.serviceUnavailable, code: "stopping", "The gateway is stopping; connect again once it is back.")
+        }
     }
 
     private func hello() -> [UInt8] {

@@ -4,6 +4,9 @@ import Synchronization
 /// At most one log line of each kind per period: what a misbehaving PC or
 /// client sends can be counted, but cannot fill the journal. The line that
 /// is let through says how many were held back since the last one.
+///
+/// Kinds are the caller's constant reasons (never text from outside), so the
+/// table stays as small as the list of reasons.
 final class LogLimiter: Sendable {
     private struct Kind {
         var last: ContinuousClock.Instant
@@ -11,16 +14,19 @@ final class LogLimiter: Sendable {
     }
 
     private let period: Duration
+    private let now: @Sendable () -> ContinuousClock.Instant
     private let kinds = Mutex<[String: Kind]>([:])
 
-    init(period: Duration = .seconds(10)) {
+    /// - Parameter now: the clock; tests pass their own.
+    init(period: Duration = .seconds(10), now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
         self.period = period
+        self.now = now
     }
 
     /// Calls `log` with the number held back since the last line of `kind`,
     /// or holds this one back.
     func log(_ kind: String, _ log: (_ heldBack: Int) -> Void) {
-        let now = ContinuousClock.now
+        let now = now()
         let heldBack: Int? = kinds.withLock { kinds in
             if let seen = kinds[kind], now - seen.last < period {
                 kinds[kind]?.heldBack += 1

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 @testable import ClawGateway
@@ -61,14 +62,21 @@ import Testing
 
 /// Warnings about what others send, at most one of a kind per period.
 @Suite struct LogLimiterTests {
-    @Test func oneLineOfAKindPerPeriodSayingHowManyWereHeldBack() async throws {
-        let limiter = LogLimiter(period: .milliseconds(200))
+    @Test func oneLineOfAKindPerPeriodSayingHowManyWereHeldBack() {
+        let start = ContinuousClock.now
+        let time = Mutex(start)
+        let limiter = LogLimiter(period: .seconds(10)) { time.withLock { $0 } }
         let lines = Recorder<Int>()
         for _ in 0..<50 { limiter.log("bad payload") { lines.append($0) } }
         limiter.log("other kind") { lines.append($0) }
         #expect(lines.items == [0, 0], "the first of each kind")
-        try await Task.sleep(for: .milliseconds(250))
+        time.withLock { $0 = start + .seconds(9) }
         limiter.log("bad payload") { lines.append($0) }
-        #expect(lines.items == [0, 0, 49])
+        #expect(lines.items == [0, 0], "still within the period")
+        time.withLock { $0 = start + .seconds(10) }
+        limiter.log("bad payload") { lines.append($0) }
+        #expect(lines.items == [0, 0, 50], "the next line says how many were held back")
+        limiter.log("other kind") { lines.append($0) }
+        #expect(lines.items == [0, 0, 50, 0])
     }
 }

@@ -2,10 +2,24 @@ import Foundation
 
 /// A plain TCP connection, for requests no well-behaved HTTP client would send.
 final class RawSocket {
-    private let fd: Int32
+    private var fd: Int32
 
-    init(port: Int) throws {
+    /// Connects to 127.0.0.1:`port`, from `source` when given (any address
+    /// of 127/8 is this host: a test can be several clients at once).
+    init(port: Int, from source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                close(fd)
+                throw BrokerError("cannot bind to \(source)")
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -17,6 +31,38 @@ final class RawSocket {
             close(fd)
             throw BrokerError("cannot connect to 127.0.0.1:\(port)")
         }
+    }
+
+    /// Closes with a reset (RST), as a crashed client or a middlebox does,
+    /// instead of an orderly FIN.
+    func reset() {
+        guard fd >= 0 else { return }
+        var linger = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+        close(fd)
+        fd = -1
+    }
+
+    /// Reads until what came contains `marker`, the peer closes or `timeout`
+    /// passes; returns what came (for responses with no length, a stream).
+    func read(until marker: String, timeout: Duration) -> String {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while !String(decoding: data, as: UTF8.self).contains(marker), clock.now < deadline {
+            setReceiveTimeout(min(deadline - clock.now, .milliseconds(100)))
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count == 0 { break }
+            if count > 0 { data.append(contentsOf: buffer[0..<count]) }
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    private func setReceiveTimeout(_ timeout: Duration) {
+        let timeout = max(timeout, .milliseconds(1))
+        var timeval = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Sends what it can; false once the peer has closed.
@@ -73,7 +119,8 @@ final class RawSocket {
         var timeval = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
         var byte: UInt8 = 0
-        return recv(fd, &byte, 1, 0) == 0
+        let received = recv(fd, &byte, 1, 0)
+        return received == 0 || (received < 0 && errno == ECONNRESET)
     }
 
     /// Complete responses in `text`, in order.
@@ -104,6 +151,6 @@ final class RawSocket {
     }
 
     deinit {
-        close(fd)
+        if fd >= 0 { close(fd) }
     }
 }
