@@ -65,17 +65,22 @@ struct Gateway {
                 try mqtt.publish(topic, payload: payload, qos: .atMostOnce, retain: false, expiry: expiry)
             },
             feed: feed, logger: logger)
-        let http = HTTPServer.application(
-            HTTPServer.Parts(
-                config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
-                uptime: { clock.now() }),
-            logger: logger)
+        // A site of a chain keeps its own link to the chain's cluster (SPEC §9).
+        let chainLink = try config.chain.map { chain throws(MQTTError) in
+            try ChainLink(settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger)
+        }
+        var httpParts = HTTPServer.Parts(
+            config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
+            uptime: { clock.now() })
+        if let chainLink { httpParts.chainProblem = { chainLink.status.problem } }
+        let http = HTTPServer.application(httpParts, logger: logger)
         // The reply queues stop after MQTT, so results that arrive while MQTT
         // winds down still reach their players.
         var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger), ClientService(client: replyClient)]
         services += players == nil ? queues.values.sorted { $0.delivery.provider < $1.delivery.provider } as [any Service] : []
         // The feed stops first: its streams would keep HTTP from stopping.
-        services += [mqttService, stats, http, feed]
+        services += [mqttService] + (chainLink.map { [ChainLinkService(link: $0, clock: clock, logger: logger)] } ?? [])
+        services += [stats, http, feed]
         return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, services: services)
     }
 

@@ -62,7 +62,7 @@ private struct Schema {
     let baseDirectory: String
 
     func read(_ root: Node) -> GatewayConfig? {
-        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines"]) else {
+        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain"]) else {
             return nil
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
@@ -72,8 +72,11 @@ private struct Schema {
         let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace"]))
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
         let machines = readMachines(top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix)
+        let chain = top.section("chain", keys: ChainSettings.keys).flatMap { ChainSettings.read($0, brokerURL: brokerURL) }
         guard let gateway, let mqtt, let http, let machines else { return nil }
-        return GatewayConfig(gateway: gateway, mqtt: mqtt, http: http, im: im, game: game, storage: storage, machines: machines)
+        guard chain != nil || !top.has("chain") else { return nil }
+        return GatewayConfig(
+            gateway: gateway, mqtt: mqtt, http: http, im: im, game: game, storage: storage, machines: machines, chain: chain)
     }
 
     private func readGateway(_ section: ConfigReader.Section?) -> GatewaySettings? {

@@ -13,6 +13,8 @@ struct GatewayConfig: Sendable {
     var game: GameSettings
     var storage: StorageSettings
     var machines: [MachineConfig]
+    /// Set when this site is one arcade of a chain (SPEC §9).
+    var chain: ChainSettings? = nil
 
     var topics: Topics { Topics(prefix: mqtt.topicPrefix) }
 }

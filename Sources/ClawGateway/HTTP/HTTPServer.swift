@@ -22,6 +22,8 @@ enum HTTPServer {
         var replays: ReplayGuard
         /// Warnings about refused requests, limited across the router and the fast path.
         var refusalLog = LogLimiter()
+        /// Why the site's chain link is not up (SPEC §9), for `/readyz`; nil when it is or there is none.
+        var chainProblem: @Sendable () -> String? = { nil }
 
         init(
             config: GatewayConfig, arcade: Arcade, isBrokerConnected: @escaping @Sendable () -> Bool,
@@ -47,7 +49,8 @@ enum HTTPServer {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
         IngressRoutes<GatewayRequestContext>(ingress: parts.ingress(logger: logger)).add(to: router)
-        ReadRoutes<GatewayRequestContext>(arcade: parts.arcade, isBrokerConnected: parts.isBrokerConnected)
+        ReadRoutes<GatewayRequestContext>(
+            arcade: parts.arcade, isBrokerConnected: parts.isBrokerConnected, chainProblem: parts.chainProblem)
             .add(to: router)
         if let token = parts.config.http.adminToken {
             AdminRoutes<GatewayRequestContext>(arcade: parts.arcade, token: token).add(to: router)

@@ -7,6 +7,8 @@ import Protocol
 struct ReadRoutes<Context: RequestContext>: Sendable {
     let arcade: Arcade
     let isBrokerConnected: @Sendable () -> Bool
+    /// Why the site's chain link is not up, or nil.
+    var chainProblem: @Sendable () -> String? = { nil }
 
     func add(to router: Router<Context>) {
         router.get("/healthz") { _, _ in
@@ -34,6 +36,7 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
     private func readiness() async -> Response {
         var reasons: [String] = []
         if !isBrokerConnected() { reasons.append("the MQTT broker is not connected") }
+        if let chain = chainProblem() { reasons.append(chain) }
         if !arcade.writer.isWritable {
             reasons.append("storage writes are failing; queue changes are refused until every machine's state is written again")
         } else if await !arcade.writer.store.readable() {

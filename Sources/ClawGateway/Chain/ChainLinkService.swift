@@ -1,0 +1,26 @@
+import Logging
+import ServiceLifecycle
+
+/// The chain link as a service: up with the gateway's own MQTT, a tick every
+/// second (heartbeat, beat watchdog), down on graceful shutdown. It starts
+/// after MQTT and stops before it.
+struct ChainLinkService: Service {
+    let link: ChainLink
+    let clock: GameClock
+    let logger: Logger
+
+    func run() async throws {
+        link.start()
+        let clock = clock, link = link
+        await cancelWhenGracefulShutdown {
+            var next = clock.now()
+            while !Task.isCancelled {
+                next += .seconds(1)
+                do { try await clock.sleep(next) } catch { return }
+                link.tick()
+            }
+        }
+        await link.shutdown()
+        logger.info("Chain link stopped")
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import Testing
+
+@testable import ClawGateway
+
+extension HeavySuites {
+    /// A real gateway with `chain:` against the three-node cluster of
+    /// deploy/chain/: its directory, its heartbeat, a refused subscription,
+    /// and a killed node.
+    @Suite struct ChainLinkTests {
+        /// A gateway (and its own mosquitto) whose chain link dials `cluster`.
+        final class ChainSite {
+            let broker: MosquittoBroker
+            let site: TestSite
+            var gateway: ChildProcess?
+
+            init(cluster: NATSCluster, site name: String = "arcade-1", user: String = "site-arcade-1") throws {
+                broker = try MosquittoBroker.start()
+                site = try TestSite(
+                    broker: broker, machines: ["m1", "m2"],
+                    extra: """
+                        chain:
+                          site: \(name)
+                          bus: [\(cluster.mqttURLs.joined(separator: ", "))]
+                          username: \(user)
+                          password: \(NATSCluster.passwords[user] ?? "")
+
+                        """)
+                gateway = try GatewayBinary.start(["run", "--config", site.config.path], log: site.log)
+            }
+
+            var base: String { "http://127.0.0.1:\(site.httpPort)" }
+
+            func readiness() async -> HTTP.Answer? {
+                try? await HTTP.get("\(base)/readyz")
+            }
+
+            func stop() async {
+                if let gateway {
+                    gateway.signal(SIGTERM)
+                    if await gateway.wait(timeout: 10) == nil {
+                        gateway.signal(SIGKILL)
+                        gateway.wait()
+                    }
+                }
+                gateway = nil
+                broker.stop()
+            }
+        }
+
+        /// Which node the site's link is connected to, from the nodes' own monitoring.
+        static func nodeHolding(_ clientID: String, in cluster: NATSCluster) async -> Int? {
+            for (index, node) in cluster.nodes.enumerated() where node.process != nil {
+                let answer = try? await HTTP.get("http://127.0.0.1:\(node.monitorPort)/connz?mqtt_client=\(clientID)")
+                if let count = answer?.json["num_connections"] as? Int, count > 0 { return index }
+            }
+            return nil
+        }
+
+        @Test func theDirectoryIsRetainedOnTheClusterAndHeartbeatsComeEverySecond() async throws {
+            let cluster = try await NATSCluster.start()
+            let site = try ChainSite(cluster: cluster)
+            try await eventually("the gateway to be ready with its chain link", timeout: .seconds(30)) {
+                await site.readiness()?.status == 200
+            }
+            // Readable through any node, by a router that was not there when it was published.
+            for url in cluster.mqttURLs {
+                let router = try await ChainTestClient([url], user: "router")
+                #expect(try await router.subscribe(["claw/+/gateway/directory"]).refused.isEmpty)
+                let message = try await router.waitFor("claw/arcade-1/gateway/directory")
+                #expect(message?.retain == true)
+                let directory = try message.map { try JSONDecoder().decode(ChainDirectory.self, from: Data($0.payload)) }
+                #expect(directory?.site == "arcade-1")
+                #expect(directory?.machines.map(\.imAccount) == ["claw_m1", "claw_m2"])
+                #expect(directory?.machines.map(\.name) == ["Machine m1", "Machine m2"])
+                await router.stop()
+            }
+
+            let router = try await ChainTestClient([cluster.mqttURLs[1]], user: "router")
+            #expect(try await router.subscribe(["claw/+/gateway/heartbeat"]).refused.isEmpty)
+            let clock = ContinuousClock()
+            var arrivals: [ContinuousClock.Instant] = []
+            var seen = 0
+            try await eventually("four heartbeats", timeout: .seconds(15)) {
+                let count = router.payloads(on: "claw/arcade-1/gateway/heartbeat").count
+                if count > seen {
+                    arrivals += Array(repeating: clock.now, count: count - seen)
+                    seen = count
+                }
+                return count >= 4
+            }
+            let beats = router.payloads(on: "claw/arcade-1/gateway/heartbeat").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            #expect(beats.allSatisfy { $0["site"] as? String == "arcade-1" && $0["ts"] is String })
+            let sequence = beats.compactMap { $0["seq"] as? Int }
+            #expect(sequence == sequence.sorted() && Set(sequence).count == sequence.count)
+            // Three intervals of about a second each.
+            let span = arrivals[3] - arrivals[0]
+            #expect(span > .milliseconds(2500) && span < .milliseconds(4500), "heartbeats 3 intervals apart took \(span)")
+            await router.stop()
+            await site.stop()
+        }
+
+        @Test func aSubscriptionTheClusterRefusesIsABrokenLinkOnReadyz() async throws {
+            let cluster = try await NATSCluster.start()
+            // arcade-1's user may not read arcade-3's inbox.
+            let site = try ChainSite(cluster: cluster, site: "arcade-3", user: "site-arcade-1")
+            var reason = ""
+            try await eventually("readyz to say the subscription was refused", timeout: .seconds(30)) {
+                guard let answer = await site.readiness(), answer.status == 503 else { return false }
+                reason = answer.body
+                return answer.body.contains("refused the link's subscription to claw/arcade-3/inbox")
+            }
+            #expect(reason.contains("users.conf"))
+            // It is retried (on the next node), and refused again: counted in the log, never ready.
+            try await eventually("a second refusal", timeout: .seconds(20)) {
+                site.site.logText.components(separatedBy: "Chain link subscription refused").count > 2
+            }
+            #expect(await site.readiness()?.status == 503)
+            #expect(site.site.logText.contains("chain.refusals=2"))
+            await site.stop()
+        }
+
+        @Test func killingTheLinksNodeMovesItToAnotherWithinTwentySeconds() async throws {
+            let cluster = try await NATSCluster.start()
+            let site = try ChainSite(cluster: cluster)
+            try await eventually("the gateway to be ready with its chain link", timeout: .seconds(30)) {
+                await site.readiness()?.status == 200
+            }
+            var holder: Int?
+            try await eventually("a node to hold the link's connection") {
+                holder = await Self.nodeHolding("claw-site-arcade-1", in: cluster)
+                return holder != nil
+            }
+            guard let holder else { return }
+            let clock = ContinuousClock()
+            let killed = clock.now
+            cluster.kill(holder)
+            var newHolder: Int?
+            try await eventually("the link on another node", timeout: .seconds(20)) {
+                newHolder = await Self.nodeHolding("claw-site-arcade-1", in: cluster)
+                let ready = await site.readiness()?.status == 200
+                return newHolder != nil && ready
+            }
+            let moved = clock.now - killed
+            #expect(newHolder != holder)
+            #expect(moved < .seconds(20))
+            print("chain link moved from node \(holder + 1) to node \((newHolder ?? -1) + 1) in \(moved)")
+
+            // The directory survived the node, and heartbeats flow again.
+            let others = cluster.nodes.indices.filter { $0 != holder }
+            let router = try await ChainTestClient(others.map { cluster.mqttURLs[$0] }, user: "router")
+            #expect(try await router.subscribe(["claw/+/gateway/directory", "claw/+/gateway/heartbeat"]).refused.isEmpty)
+            let directory = try await router.waitFor("claw/arcade-1/gateway/directory")
+            #expect(directory?.retain == true)
+            try await router.waitFor("claw/arcade-1/gateway/heartbeat")
+            await router.stop()
+            await site.stop()
+        }
+    }
+}
