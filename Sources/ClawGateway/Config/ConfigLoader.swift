@@ -67,7 +67,7 @@ private struct Schema {
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
-        let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout"]))
+        let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_token", "allowed_hosts", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout"]))
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
         let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace"]))
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
@@ -122,8 +122,11 @@ private struct Schema {
             reader.report(section?.path("listen") ?? "http.listen", "\"\(listen)\" is not host:port, e.g. 127.0.0.1:8080")
             return nil
         }
-        var settings = HTTPSettings(host: host, port: port, adminToken: section?.nonEmpty("admin_token"))
+        var settings = HTTPSettings(host: host, port: port)
         if let section {
+            settings.adminToken = token(section, "admin_token")
+            settings.readToken = token(section, "read_token")
+            settings.allowedHosts = allowedHosts(section)
             settings.readTimeout = section.duration("read_timeout", default: settings.readTimeout)
             settings.maxConnections = section.int("max_connections", default: settings.maxConnections, in: 1...100_000)
             // A share larger than the whole would never apply: capped at max_connections.
@@ -133,6 +136,40 @@ private struct Schema {
             settings.idleTimeout = section.duration("idle_timeout", default: settings.idleTimeout, atLeast: .seconds(1))
         }
         return settings
+    }
+
+    /// The shortest token accepted: 16 bytes (128 bits if random) cannot be guessed over HTTP.
+    static let minimumTokenLength = 16
+
+    /// A Bearer token: absent, or at least ``minimumTokenLength`` bytes.
+    private func token(_ section: ConfigReader.Section, _ key: String) -> String? {
+        guard let value = section.nonEmpty(key) else { return nil }
+        guard value.utf8.count >= Self.minimumTokenLength else {
+            reader.report(
+                section.path(key),
+                "is \(value.utf8.count) byte\(value.utf8.count == 1 ? "" : "s") long; a token needs \(Self.minimumTokenLength) at least (e.g. the output of openssl rand -hex 16)")
+            return nil
+        }
+        return value
+    }
+
+    /// Host names as a browser writes them in `Host`: no scheme, port, path or wildcard.
+    private func allowedHosts(_ section: ConfigReader.Section) -> [String] {
+        var hosts: [String] = []
+        for (path, node) in section.list("allowed_hosts") ?? [] {
+            guard let host = reader.string(node, at: path) else { continue }
+            let name = host.lowercased()
+            let characters = name.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("0"..."9").contains($0) || "-.:[]".unicodeScalars.contains($0)
+            }
+            // What a Host header of this name reads as must be the name itself: no port.
+            guard characters, let bare = AccessPolicy.hostName(ofHostHeader: name), name == bare || name == "[\(bare)]" else {
+                reader.report(path, "\"\(host.debugEscaped)\" is not a host name (write e.g. arcade-7.example.com, without scheme or port)")
+                continue
+            }
+            hosts.append(bare)
+        }
+        return hosts
     }
 
     private func readIM(_ section: ConfigReader.Section?) -> IMSettings {

@@ -58,6 +58,12 @@ struct HTTPSettings: Sendable {
     var port: Int
     /// Enables the admin routes; compared in constant time.
     var adminToken: String?
+    /// When set, the read API, the stream, metrics and the page need it (or
+    /// the admin token) as a Bearer token.
+    var readToken: String?
+    /// Host names (no port, lower case) that the read, page and admin routes
+    /// answer besides the listen address and `localhost` (``AccessPolicy``).
+    var allowedHosts: [String] = []
     /// How long a request may take to arrive, from its first byte to its last:
     /// a client trickling a request is cut off after this.
     var readTimeout: Duration = .seconds(10)

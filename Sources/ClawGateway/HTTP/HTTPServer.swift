@@ -49,25 +49,30 @@ enum HTTPServer {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
         IngressRoutes<GatewayRequestContext>(ingress: parts.ingress(logger: logger)).add(to: router)
+        // Every route but the ingress and the health checks is behind a guard of its scope.
+        let access = AccessPolicy(http: parts.config.http, now: parts.now)
+        let reads = router.group().add(middleware: AccessGuard(policy: access, scope: .read))
         ReadRoutes<GatewayRequestContext>(
             arcade: parts.arcade, isBrokerConnected: parts.isBrokerConnected, chainProblem: parts.chainProblem)
-            .add(to: router)
-        if let token = parts.config.http.adminToken {
-            AdminRoutes<GatewayRequestContext>(arcade: parts.arcade, token: token).add(to: router)
+            .add(health: router, reads: reads)
+        if parts.config.http.adminToken != nil {
+            AdminRoutes<GatewayRequestContext>(arcade: parts.arcade)
+                .add(to: router.group().add(middleware: AccessGuard(policy: access, scope: .admin)))
         }
         if let feed = parts.feed {
             DashboardRoutes<GatewayRequestContext>(
                 feed: feed, arcade: parts.arcade, gatewayID: parts.config.gateway.id,
                 statsInterval: parts.config.gateway.statsInterval, admin: parts.config.http.adminToken != nil,
                 uptime: parts.uptime, now: parts.now
-            ).add(to: router)
+            ).add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)), reads: reads)
         }
         if let metrics = parts.metrics {
-            router.get("/metrics") { _, _ in
+            reads.get("/metrics") { _, _ in
                 Response(
                     status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                     body: ResponseBody(byteBuffer: ByteBuffer(string: metrics())))
             }
+            GatewayMetrics.prepare(routes: router.routes.map(\.path.description))
         }
         return router
     }

@@ -10,21 +10,24 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
     /// Why the site's chain link is not up, or nil.
     var chainProblem: @Sendable () -> String? = { nil }
 
-    func add(to router: Router<Context>) {
-        router.get("/healthz") { _, _ in
+    /// - Parameters:
+    ///   - health: where `/healthz` and `/readyz` go: any `Host`, no token.
+    ///   - reads: where the machines go (behind the ``AccessGuard`` of `.read`).
+    func add(health: some RouterMethods<Context>, reads: some RouterMethods<Context>) {
+        health.get("/healthz") { _, _ in
             JSONResponse.make(.ok, ["status": "ok"])
         }
-        router.get("/readyz") { _, _ in
+        health.get("/readyz") { _, _ in
             await readiness()
         }
-        router.get("/v1/machines") { _, _ in
+        reads.get("/v1/machines") { _, _ in
             JSONResponse.make(.ok, MachineList(machines: arcade.machines.map { MachineSummary($0) }))
         }
-        router.get("/v1/machines/:id") { _, context in
+        reads.get("/v1/machines/:id") { _, context in
             let machine = try machine(context)
             return JSONResponse.make(.ok, MachineDetail(machine))
         }
-        router.get("/v1/machines/:id/games") { request, context in
+        reads.get("/v1/machines/:id/games") { request, context in
             let machine = try machine(context)
             let limit = try Self.integer(request, "limit", default: 20, range: 1...500)
             let offset = try Self.integer(request, "offset", default: 0, range: 0...Int.max)
@@ -64,9 +67,23 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
 extension Arcade {
     /// The machine named by the route's `:id`, or a 404 `unknown_machine`.
     func machine(in context: some RequestContext) throws(APIFailure) -> Machine {
-        let id = context.parameters.get("id") ?? ""
+        let id = try context.pathParameter("id")
         guard let machine = machine(id) else { throw .unknownMachine(id) }
         return machine
+    }
+}
+
+extension RequestContext {
+    /// A parameter of the route's path (`:id`, `:accid`), percent-decoded:
+    /// a browser writes `小明` as `%E5%B0%8F%E6%98%8E` and `a b` as `a%20b`.
+    /// Every route reads its parameters through here. Bytes that are not
+    /// UTF-8 once decoded are a 400, never a name that matches nothing.
+    func pathParameter(_ name: String) throws(APIFailure) -> String {
+        let raw = parameters.get(name) ?? ""
+        guard let decoded = raw.removingPercentEncoding else {
+            throw .badParameter(name, "is not valid percent-encoded UTF-8")
+        }
+        return decoded
     }
 }
 
@@ -74,7 +91,12 @@ extension Arcade {
 enum APIFailure: Error, HTTPResponseError {
     case unknownMachine(String)
     case badParameter(String, String)
-    case unauthorized
+    /// No token, or a wrong one, for a route of this scope.
+    case unauthorized(AccessPolicy.Scope)
+    /// `Host` names another site.
+    case misdirected
+    /// Too many wrong tokens from this address; it may try again in so many seconds.
+    case throttled(retryAfter: Int)
     case unavailable(String)
 
     var status: HTTPResponse.Status {
@@ -82,6 +104,8 @@ enum APIFailure: Error, HTTPResponseError {
         case .unknownMachine: .notFound
         case .badParameter: .badRequest
         case .unauthorized: .unauthorized
+        case .misdirected: .misdirectedRequest
+        case .throttled: .tooManyRequests
         case .unavailable: .serviceUnavailable
         }
     }
@@ -89,13 +113,27 @@ enum APIFailure: Error, HTTPResponseError {
     func response(from request: Request, context: some RequestContext) throws -> Response {
         switch self {
         case .unknownMachine(let id):
-            JSONResponse.error(status, code: ErrorCode.unknownMachine.rawValue, "There is no machine \"\(id)\" here.")
+            return JSONResponse.error(status, code: ErrorCode.unknownMachine.rawValue, "There is no machine \"\(id)\" here.")
         case .badParameter(let name, let rule):
-            JSONResponse.error(status, code: "bad_request", "\(name) \(rule).")
+            return JSONResponse.error(status, code: "bad_request", "\(name) \(rule).")
+        case .unauthorized(.admin):
+            return JSONResponse.error(status, code: "unauthorized", "Send the admin token as Authorization: Bearer <token>.")
         case .unauthorized:
-            JSONResponse.error(status, code: "unauthorized", "Send the admin token as Authorization: Bearer <token>.")
+            return JSONResponse.error(
+                status, code: "unauthorized", "Send the read token (http.read_token) or the admin token as Authorization: Bearer <token>.")
+        case .misdirected:
+            // The name is not echoed: it is the visitor's browser that reads the answer.
+            return JSONResponse.error(
+                status, code: "unknown_host",
+                "This gateway does not answer to that Host; open it by its own address, or add the name to http.allowed_hosts.")
+        case .throttled(let seconds):
+            var response = JSONResponse.error(
+                status, code: "too_many_failures",
+                "Too many wrong tokens from this address; try again in \(seconds) s with the right one.")
+            response.headers[.retryAfter] = String(seconds)
+            return response
         case .unavailable(let message):
-            JSONResponse.error(status, code: ErrorCode.gatewayUnavailable.rawValue, message)
+            return JSONResponse.error(status, code: ErrorCode.gatewayUnavailable.rawValue, message)
         }
     }
 }

@@ -25,7 +25,11 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
             + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     }
 
-    func add(to router: Router<Context>) {
+    /// - Parameters:
+    ///   - router: where the page and its files go: the same bytes in every
+    ///     installation, nothing of the arcade, so only `Host` is checked.
+    ///   - reads: where the stream goes (behind the read token when set).
+    func add(page router: some RouterMethods<Context>, reads: some RouterMethods<Context>) {
         router.get("/") { _, _ in
             Response(status: .found, headers: [.location: "/dashboard"])
         }
@@ -38,7 +42,7 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
         router.get("/dashboard/app.css") { _, _ in
             Self.asset(DashboardAssets.style, type: "text/css; charset=utf-8")
         }
-        router.get("/v1/stream") { _, context in
+        reads.get("/v1/stream") { _, context in
             stream(from: context.client, closed: context.connectionClosed)
         }
     }

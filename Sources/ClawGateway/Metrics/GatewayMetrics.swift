@@ -105,9 +105,17 @@ enum GatewayMetrics {
         }
     }
 
-    /// HTTP requests by route and status; each series appears with its first request.
+    /// HTTP requests by route and status: each route's `200` is there from
+    /// the start (``prepare(routes:)``), other statuses come with their first request.
     static func httpRequest(route: String, status: Int) {
         extra.tally(Key(family: .http, first: route, second: String(status))).increment()
+    }
+
+    /// Makes each route's `claw_http_requests_total{status="200"}` at 0, so
+    /// that the first scrape lists every route (a rate over a series that
+    /// appears with its first request misses that request).
+    static func prepare(routes: [String]) {
+        for route in Set(routes) { _ = extra.tally(Key(family: .http, first: route, second: "200")) }
     }
 
     /// Notifications and replies since the last call, for `claw/gateway/stats`:

@@ -34,7 +34,7 @@ struct ConfigLoaderTests {
         #expect(config.mqtt.keepalive == 30)
         #expect(config.mqtt.topicPrefix == "claw")
         #expect(config.http.host == "127.0.0.1" && config.http.port == 8080)
-        #expect(config.http.adminToken == nil)
+        #expect(config.http.adminToken == nil && config.http.readToken == nil && config.http.allowedHosts == [])
         #expect(config.im.netease == nil && config.im.generic == nil)
         #expect(config.game == GameSettings())
         #expect(config.game.acceptTimeout == .seconds(10))
@@ -84,6 +84,8 @@ struct ConfigLoaderTests {
             http:
               listen: 0.0.0.0:9090
               admin_token: ${CLAW_ADMIN_TOKEN}
+              read_token: ${CLAW_READ_TOKEN}
+              allowed_hosts: [Arcade-7.example.com, "[2001:db8::7]", 192.0.2.7]
             im:
               netease:
                 app_key: key-1
@@ -114,13 +116,15 @@ struct ConfigLoaderTests {
                   - { id: 2, stream: rtmp://live.example.com/live/m1-side }
                 camera_topic: claw/m1/camera-switch
             """
-        let environment = ["MQTT_PASSWORD": "pw", "CLAW_ADMIN_TOKEN": "tok", "NIM_APP_SECRET": "sec", "CLAW_WEBHOOK_SECRET": "hook"]
+        let environment = ["MQTT_PASSWORD": "pw", "CLAW_ADMIN_TOKEN": "admin-token-of-16b", "CLAW_READ_TOKEN": "read-token-of-16by", "NIM_APP_SECRET": "sec", "CLAW_WEBHOOK_SECRET": "hook"]
         let config = try parse(yaml, environment: environment, base: folder.path)
         #expect(config.mqtt.url == BrokerURL(host: "broker.example", port: 8884, usesTLS: true))
         #expect(config.mqtt.password == "pw")
         #expect(config.mqtt.tls?.caFile == folder.appendingPathComponent("ca.crt").path)
         #expect(config.mqtt.topicPrefix == "site/claw")
-        #expect(config.http.adminToken == "tok")
+        #expect(config.http.adminToken == "admin-token-of-16b")
+        #expect(config.http.readToken == "read-token-of-16by")
+        #expect(config.http.allowedHosts == ["arcade-7.example.com", "2001:db8::7", "192.0.2.7"])
         #expect(config.http.port == 9090)
         #expect(config.im.netease?.appSecret == "sec")
         #expect(config.im.netease?.maxClockSkew == .seconds(300))
@@ -175,6 +179,16 @@ struct ConfigLoaderTests {
         Case(yaml: minimal + "\ngame: { relay_acks: maybe }", expected: "game.relay_acks: must be true or false"),
         Case(yaml: "gateway: { id: a, log_level: loud }\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "gateway.log_level: must be one of trace, debug, info, notice, warning, error, critical"),
         Case(yaml: minimal + "\nhttp: { listen: localhost }", expected: "http.listen: \"localhost\" is not host:port"),
+        // tokens: 16 bytes at least, named by their key; hosts without port or scheme
+        Case(yaml: minimal + "\nhttp: { admin_token: x }", expected: "http.admin_token: is 1 byte long; a token needs 16 at least"),
+        Case(yaml: minimal + "\nhttp: { admin_token: 0123456789abcde }", expected: "http.admin_token: is 15 bytes long"),
+        Case(yaml: minimal + "\nhttp: { read_token: short-token }", expected: "http.read_token: is 11 bytes long; a token needs 16 at least"),
+        Case(yaml: minimal + "\nhttp: { read_token: \"\" }", expected: "http.read_token: must not be empty"),
+        Case(yaml: minimal + "\nhttp: { allowed_hosts: arcade.example }", expected: "http.allowed_hosts: must be a list"),
+        Case(yaml: minimal + "\nhttp: { allowed_hosts: [\"arcade.example:8080\"] }", expected: "http.allowed_hosts[0]: \"arcade.example:8080\" is not a host name"),
+        Case(yaml: minimal + "\nhttp: { allowed_hosts: [a.example, \"https://arcade.example\"] }", expected: "http.allowed_hosts[1]: \"https://arcade.example\" is not a host name"),
+        Case(yaml: minimal + "\nhttp: { allowed_hosts: [\"*.example\"] }", expected: "http.allowed_hosts[0]: \"*.example\" is not a host name"),
+        Case(yaml: minimal + "\nhttp: { allowed_hosts: [\"\"] }", expected: "http.allowed_hosts[0]: \"\" is not a host name"),
         // machine ids must be topic-safe
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: \"\"}]", expected: "machines[0].id: must not be empty"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: \"a/b\"}]", expected: "machines[0].id: \"a/b\" contains \"/\""),
@@ -214,6 +228,15 @@ struct ConfigLoaderTests {
     func invalidFile(_ example: Case) {
         let found = problems(example.yaml)
         #expect(found.contains { $0.hasPrefix(example.expected) || $0.contains(example.expected) }, "got \(found)")
+    }
+
+    @Test("a token of 16 bytes is enough, counted in bytes; the environment's value is what counts")
+    func tokenLength() throws {
+        let yaml = Self.minimal + "\nhttp: { admin_token: \"${ADMIN}\", read_token: 小明小明小明 }"
+        let config = try parse(yaml, environment: ["ADMIN": "0123456789abcdef"])
+        #expect(config.http.adminToken == "0123456789abcdef")
+        #expect(config.http.readToken == "小明小明小明", "18 bytes in UTF-8")
+        #expect(problems(yaml, environment: ["ADMIN": "0123456789"]) == ["http.admin_token: is 10 bytes long; a token needs 16 at least (e.g. the output of openssl rand -hex 16)"])
     }
 
     @Test("every problem of a file is reported, not only the first")

@@ -6,7 +6,7 @@ import Testing
 extension HeavySuites {
     /// What operators use: admin actions, readiness, metrics, a clean stop.
     @Suite(.serialized) struct OperationsTests {
-        static let token = "op-secret-token"
+        static let token = "op-secret-token-16"
 
         @Test func adminActionsNeedTheTokenAndShowEverywhere() async throws {
             try await E2ESite.with(adminToken: Self.token) { site in
@@ -116,6 +116,14 @@ extension HeavySuites {
                         #expect(exposition.samples[series] == 0, "\(series) is not at 0 before anything happened")
                     }
                 }
+                // Every route, at 0 before its first request (waitReady asked /readyz already).
+                for route in [
+                    "/v1/machines", "/v1/machines/{id}", "/v1/machines/{id}/games", "/v1/stream", "/metrics", "/dashboard",
+                    "/dashboard/app.js", "/healthz", "/v1/notifications", "/im/netease",
+                ] {
+                    #expect(exposition.samples[#"claw_http_requests_total{route="\#(route)",status="200"}"#] == 0, "\(route)")
+                }
+                #expect(exposition.samples[#"claw_http_requests_total{route="/readyz",status="200"}"#] ?? 0 >= 1)
                 #expect(exposition.samples[#"claw_notifications_total{provider="netease",result="forwarded"}"#] == 0)
                 #expect(exposition.samples[#"claw_im_replies_total{provider="generic",result="failed"}"#] == 0)
                 #expect(exposition.samples[#"claw_build_info{version="\#(ClawGatewayCommand.version)"}"#] == 1)
