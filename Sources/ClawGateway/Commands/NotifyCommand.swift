@@ -48,7 +48,7 @@ struct NotifyCommand: AsyncParsableCommand {
         let base = url ?? "http://\(["0.0.0.0", "::", ""].contains(config.http.host) ? "127.0.0.1" : config.http.host):\(config.http.port)"
         let request: HTTPClientRequest
         do {
-            request = try signedRequest(attach: try await attachment(base: base), base: base, im: config.im)
+            request = try signedRequest(attach: try await attachment(base: base, http: config.http), base: base, im: config.im)
         } catch let problem as NotifyProblem {
             printError(problem.message)
             throw ExitCode.validationFailure
@@ -66,7 +66,7 @@ struct NotifyCommand: AsyncParsableCommand {
     }
 
     /// The wire JSON for the words given.
-    private func attachment(base: String) async throws -> String {
+    private func attachment(base: String, http: HTTPSettings) async throws -> String {
         guard let verb = words.first else { throw NotifyProblem("Say what to send, e.g. join, move left, grab.") }
         let argument = words.dropFirst().first
         let serial = serial ?? Int64(Date().timeIntervalSince1970 * 1000)
@@ -79,7 +79,7 @@ struct NotifyCommand: AsyncParsableCommand {
             return WireMessage(.leave).encodedString()
         case "accept", "decline":
             var session = argument
-            if session == nil { session = try await currentSession(base: base) }
+            if session == nil { session = try await currentSession(base: base, token: http.readToken ?? http.adminToken) }
             return WireMessage(verb == "accept" ? .acceptTurn : .declineTurn, data: session).encodedString()
         case "move":
             guard let argument else { throw NotifyProblem("move needs a direction: up, down, left, right or stop.") }
@@ -94,11 +94,16 @@ struct NotifyCommand: AsyncParsableCommand {
         }
     }
 
-    /// The session the gateway offered this player, read from the machine's API.
-    private func currentSession(base: String) async throws -> String {
-        let request = HTTPClientRequest(url: "\(base)/v1/machines/\(to)")
+    /// The session the gateway offered this player, read from the machine's
+    /// API with the config's read token (or admin token) when it has one.
+    private func currentSession(base: String, token: String?) async throws -> String {
+        var request = HTTPClientRequest(url: "\(base)/v1/machines/\(to)")
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
         let body = try await response.body.collect(upTo: 1 << 20)
+        if response.status == .unauthorized {
+            throw NotifyProblem("The gateway refused to show \(to)'s turn (401): give the session id, or set http.read_token in the config.")
+        }
         guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
             let player = object["player"] as? [String: Any], player["accid"] as? String == from,
             let session = player["session"] as? String

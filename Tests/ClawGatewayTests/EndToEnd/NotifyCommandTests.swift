@@ -60,6 +60,22 @@ extension HeavySuites {
             }
         }
 
+        @Test func acceptFindsTheSessionWithTheConfigsReadToken() async throws {
+            let token = "a-read-token-for-notify-0123456789"
+            try await E2ESite.with(simulate: false, http: "read_token: \(token)") { site in
+                try site.restartSimulator()
+                try await eventually("m1 to be online") {
+                    let machine = try? await HTTP.request(
+                        .GET, "\(site.base)/v1/machines/m1", headers: [("Authorization", "Bearer \(token)")], body: nil)
+                    return machine?.json["online"] as? Bool == true
+                }
+                #expect(try notify(site, ["--from", "alice", "--to", "m1", "join"]).output.contains(#""result":"offered""#))
+                let accepted = try notify(site, ["--from", "alice", "--to", "m1", "accept"])
+                #expect(accepted.status == 0, "\(accepted.error)")
+                #expect(accepted.output.contains(#""result":"accepted""#))
+            }
+        }
+
         @Test func refusalsAndMistakesSayWhatIsWrong() async throws {
             // A long accept timer: alice's offer must outlast the refusals.
             try await E2ESite.with(game: "accept_timeout: 120s") { site in
