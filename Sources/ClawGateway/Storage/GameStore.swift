@@ -386,6 +386,22 @@ struct GameRecord: Sendable, Equatable, Codable {
         case endedAt = "ended_at"
         case commands
     }
+
+    /// Every field of SPEC §5's shape, `null` where there is no value yet: the
+    /// synthesized encoding leaves nil fields out, which a client reading
+    /// `game.outcome === null` takes for something else.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(machine, forKey: .machine)
+        try container.encode(player, forKey: .player)
+        try container.encode(nick, forKey: .nick)
+        try container.encode(outcome, forKey: .outcome)
+        try container.encode(offeredAt, forKey: .offeredAt)
+        try container.encode(startedAt, forKey: .startedAt)
+        try container.encode(endedAt, forKey: .endedAt)
+        try container.encode(commands, forKey: .commands)
+    }
 }
 
 /// The storage failed; says which file and what it was doing.

@@ -55,7 +55,9 @@ extension HeavySuites {
                 let games = try await HTTP.get("\(site.base)/v1/machines/m1/games").json["games"] as? [[String: Any]] ?? []
                 #expect(games.first { $0["player"] as? String == "alice" }?["outcome"] as? String == "no_result")
                 let bobsGame = try #require(games.first { $0["player"] as? String == "bob" })
-                #expect(bobsGame["outcome"] == nil && bobsGame["ended_at"] == nil, "bob's game is still on")
+                #expect(bobsGame["outcome"] is NSNull && bobsGame["ended_at"] is NSNull, "bob's game is still on: null, not left out")
+                let fields: Set = ["id", "machine", "player", "nick", "outcome", "offered_at", "started_at", "ended_at", "commands"]
+                #expect(games.allSatisfy { fields.isSubset(of: $0.keys) }, "every field of SPEC §5, in every game")
                 #expect(!pc.payloads(on: "claw/m1/events").contains { $0.contains(#""type":"result""#) && $0.contains("bob") })
                 await pc.stop()
             }

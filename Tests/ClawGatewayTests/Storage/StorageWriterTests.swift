@@ -92,6 +92,24 @@ import Testing
         await reading.value
     }
 
+    /// SPEC §5: every field of a game, `null` where it has no value yet.
+    @Test func aGameRecordHasEveryFieldNullWhereUnset() throws {
+        let directory = try TemporaryDirectory.make(prefix: "writer")
+        let store = try GameStore(path: directory.appendingPathComponent("g.sqlite").path)
+        try store.write([.game(Self.game("open")), .game(Self.game("closed", outcome: .won))])
+        let json = try JSONEncoder().encode(GameList(games: try store.gamesNow(machine: "m1", limit: 10, offset: 0)))
+        let games = try #require(try JSONSerialization.jsonObject(with: json) as? [String: [[String: Any]]])["games"] ?? []
+        let fields: Set = ["id", "machine", "player", "nick", "outcome", "offered_at", "started_at", "ended_at", "commands"]
+        #expect(games.count == 2)
+        for game in games { #expect(Set(game.keys) == fields) }
+        let open = try #require(games.first { $0["id"] as? String == "open" })
+        #expect(open["outcome"] is NSNull && open["started_at"] is NSNull && open["ended_at"] is NSNull)
+        let closed = try #require(games.first { $0["id"] as? String == "closed" })
+        #expect(closed["outcome"] as? String == "won" && closed["ended_at"] is String)
+        #expect(closed["started_at"] is NSNull, "never started: null, not left out")
+        try store.close()
+    }
+
     @Test func aWaitThatOutlastsItsTimeoutSaysSo() async throws {
         let directory = try TemporaryDirectory.make(prefix: "writer")
         let store = try GameStore(path: directory.appendingPathComponent("g.sqlite").path)
