@@ -35,6 +35,6 @@ final class ReplyRouter: PlayerChannel {
         queue.enqueue(
             OutboundReply(
                 player: reply.to.accid, machineAccount: machine.imAccount, attach: reply.message.encodedString(),
-                priority: reply.priority, expires: expires))
+                kind: ReplyKind(reply), expires: expires))
     }
 }

@@ -15,7 +15,8 @@ import Testing
 final class FakeNetEaseAPI: Sendable {
     enum Mode: Sendable {
         case ok, failing, hanging
-        /// Answers 200 after taking this long over each call, like a busy API.
+        /// Answers as `ok` does after taking this long over each call, like a
+        /// busy API: `sent.at` is when the call arrived, before the delay.
         case slow(Duration)
     }
 
@@ -50,18 +51,20 @@ final class FakeNetEaseAPI: Sendable {
             let form = FormEncoding.decode(String(buffer: body))
             let problem = Self.checkHeaders(request)
             sent.append(Sent(fields: form, headerProblem: problem))
+            let code = problem == nil ? 200 : 414
+            let answer = Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"code":\#(code)}"#)))
             switch mode.items.last ?? .ok {
             case .ok:
-                let code = problem == nil ? 200 : 414
-                return Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"code":\#(code)}"#)))
+                return answer
             case .failing:
                 return Response(status: .internalServerError, body: ResponseBody(byteBuffer: ByteBuffer(string: "{}")))
             case .hanging:
                 try await Task.sleep(for: .seconds(3600))
                 return Response(status: .ok)
             case .slow(let delay):
+                // The delay is the API's work, not a wait of the test's.
                 try await Task.sleep(for: delay)
-                return Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"code":200}"#)))
+                return answer
             }
         }
         let app = Application(
