@@ -177,6 +177,71 @@ extension HeavySuites {
             }
         }
 
+        /// With `http.read_token` the page asks for it in a form of its own,
+        /// refuses a wrong one, then shows the arcade live; a reload in the
+        /// same tab does not ask again.
+        @Test func withAReadTokenThePageAsksForItOnceThenShowsTheArcadeLive() async throws {
+            let token = "read-token-0123456789"
+            try await E2ESite.with(game: Self.game, simulate: false, http: "read_token: \(token)") { site in
+                try site.restartSimulator()
+                try await eventually("both simulated machines to be online") {
+                    let list = try? await HTTP.request(.GET, "\(site.base)/v1/machines", headers: [("Authorization", "Bearer \(token)")])
+                    return (list?.body.components(separatedBy: #""online":true"#).count ?? 0) == 3
+                }
+                try await Self.playAGame(site, "kai", nick: "Kai", on: "m2", readToken: token)
+                try await Self.play(site, "ann", nick: "Ann")
+                try await WebDriver.with { page in
+                    try await page.navigate("\(site.base)/dashboard")
+                    try await page.waitFor("the page to ask for the token") {
+                        try await page.execute("return document.getElementById('login').hidden") == .bool(false)
+                    }
+                    #expect(try await page.texts("#link") == ["Token needed"])
+                    #expect(try await page.findAll("section.machine").isEmpty, "nothing of the arcade without the token")
+
+                    // A wrong token: refused, forgotten, nothing shown.
+                    let input = try await page.find("#read-token")
+                    try await page.sendKeys("wrong-token-0123456789", to: input)
+                    try await page.click(try await page.find("#login-submit"))
+                    try await page.waitFor("the refusal") {
+                        try await page.texts("#login-status.error") == ["The token was refused (401): check http.read_token."]
+                    }
+                    #expect(try await page.findAll("section.machine").isEmpty)
+                    #expect(try await page.execute("return sessionStorage.getItem('claw-read-token')") == .null)
+
+                    // The right one: the arcade, live.
+                    try await page.clear(input)
+                    try await page.sendKeys(token, to: input)
+                    try await page.click(try await page.find("#login-submit"))
+                    try await Self.waitLive(page)
+                    #expect(try await page.execute("return document.getElementById('login').hidden") == .bool(true))
+                    #expect(try await page.execute("return sessionStorage.getItem('claw-read-token')") == .string(token))
+                    try await page.waitFor("m1 and m2 online, Ann playing on m1") {
+                        let badges = [try await Self.badges(page, "m1"), try await Self.badges(page, "m2")]
+                        let player = try await Self.texts(page, "m1", ".player .nick")
+                        return badges == [["Online"], ["Online"]] && player == ["Ann"]
+                    }
+                    #expect(try await site.generic(from: "bob", try Self.join("Bob")).json["result"] as? String == "queued")
+                    try await page.waitFor("Bob in m1's queue, live") { try await Self.queue(page, "m1") == ["Bob"] }
+                    try await page.waitFor("Kai's game on m2, read from the games API with the token") {
+                        try await Self.texts(page, "m2", "ol.results li .nick") == ["Kai"]
+                    }
+
+                    // Asked once: a reload in the same tab goes straight to the arcade.
+                    try await page.navigate("\(site.base)/dashboard")
+                    try await Self.waitLive(page)
+                    #expect(try await page.execute("return document.getElementById('login').hidden") == .bool(true))
+                    #expect(try await Self.queue(page, "m1") == ["Bob"])
+                }
+            }
+        }
+
+        static func waitLive(_ page: WebDriver) async throws {
+            try await page.waitFor("the dashboard to be live with its machines") {
+                let link = try await page.texts("#link"), cards = try await page.findAll("section.machine")
+                return link == ["Live"] && cards.count == 2
+            }
+        }
+
         @Test func afterAGatewayRestartThePageReconnectsByItself() async throws {
             try await E2ESite.with(game: Self.game) { site in
                 try await WebDriver.with { page in
@@ -336,13 +401,14 @@ extension HeavySuites {
 
         /// `player` plays a whole game on `machine`: joins, accepts, moves and
         /// grabs; the simulated PC reports it won. Returns once the machine is free.
-        static func playAGame(_ site: E2ESite, _ player: String, nick: String, on machine: String) async throws {
+        static func playAGame(_ site: E2ESite, _ player: String, nick: String, on machine: String, readToken: String? = nil) async throws {
             try await play(site, player, nick: nick, on: machine)
             try await site.generic(from: player, to: machine, #"{"command":1,"data":"left","serial":1}"#)
             let grab = try await site.generic(from: player, to: machine, #"{"command":2,"serial":2}"#)
             #expect(grab.json["result"] as? String == "forwarded", "\(grab.body)")
             try await eventually("\(player)'s game on \(machine) to end") {
-                let state = try await HTTP.get("\(site.base)/v1/machines/\(machine)").json
+                let headers = readToken.map { [("Authorization", "Bearer \($0)")] } ?? []
+                let state = try await HTTP.request(.GET, "\(site.base)/v1/machines/\(machine)", headers: headers).json
                 return state["state"] as? String == "idle" && state["player"] is NSNull
             }
         }

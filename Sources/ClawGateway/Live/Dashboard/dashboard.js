@@ -1,5 +1,7 @@
 // The operators' dashboard of claw-gateway: the whole arcade live from
 // GET /v1/stream (Server-Sent Events), admin actions through the admin API.
+// With http.read_token set, the page asks for it once and keeps it in the
+// tab (sessionStorage), sent with every request.
 //
 // Every string that comes from a player (nick, account) or a machine is put
 // into the page with textContent or as an attribute value, never as HTML.
@@ -7,6 +9,7 @@
 
 (function () {
   const TOKEN_KEY = "claw-admin-token";
+  const READ_TOKEN_KEY = "claw-read-token";
   const RESULTS_SHOWN = 5;
 
   const page = {
@@ -15,7 +18,11 @@
     // Gateway clock minus browser clock, in ms: deadlines are the gateway's.
     offset: 0,
     machines: new Map(),
-    source: null,
+    // The stream's AbortController, and when to reconnect (the stream's "retry:").
+    stream: null,
+    retryDelay: 2000,
+    retryTimer: 0,
+    waitingForToken: false,
     live: false,
   };
 
@@ -35,40 +42,128 @@
 
   // MARK: The stream
 
+  // Read with fetch() rather than EventSource, which cannot send the read
+  // token: the same Server-Sent Events, parsed here, reconnecting by itself.
   function connect() {
-    if (page.source) page.source.close();
-    const source = new EventSource("/v1/stream");
-    page.source = source;
-    source.addEventListener("open", () => setLive(true));
-    source.addEventListener("error", () => {
-      setLive(false);
-      // An HTTP error (a restarting gateway's 503) closes the source for good: open a new one.
-      if (source.readyState === EventSource.CLOSED) setTimeout(connect, 2000);
-    });
-    const on = (name, handle) =>
-      source.addEventListener(name, (message) => {
-        let data;
-        try {
-          data = JSON.parse(message.data);
-        } catch (error) {
-          console.warn("unreadable " + name, error);
+    if (page.stream) page.stream.abort();
+    clearTimeout(page.retryTimer);
+    const controller = new AbortController();
+    page.stream = controller;
+    // What the link label says until the next try, and when that is.
+    let note = null;
+    let delay = page.retryDelay;
+    fetch("/v1/stream", { headers: readHeaders({ Accept: "text/event-stream" }), cache: "no-store", signal: controller.signal })
+      .then((response) => {
+        if (response.status === 401) return needToken();
+        if (!response.ok || !response.body) {
+          if (response.status === 429) note = "Too many wrong tokens from here; trying again in a minute";
+          else if (response.status === 421) note = "This gateway does not answer to this address (421): see http.allowed_hosts";
+          const after = Number(response.headers.get("Retry-After"));
+          if (after > 0) delay = Math.max(delay, after * 1000);
           return;
         }
-        handle(data);
+        tokenAccepted();
+        setLive(true);
+        return read(response.body.getReader(), controller);
+      })
+      .catch(() => {})
+      .then(() => {
+        if (controller.signal.aborted || page.stream !== controller || page.waitingForToken) return;
+        setLive(false, note);
+        page.retryTimer = setTimeout(connect, delay);
       });
-    on("hello", onHello);
-    on("gateway", onGateway);
-    on("snapshot", onSnapshot);
-    on("event", onEvent);
-    on("stats", onStats);
-    on("gateway_stats", () => {});
-    on("overflow", (data) => console.warn("events dropped by the feed", data.events_dropped));
   }
 
-  function setLive(live) {
+  // Frames end with a blank line; a frame is "event:", "data:" and "retry:" lines.
+  async function read(reader, controller) {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || controller.signal.aborted) return;
+      buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        dispatch(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+      }
+    }
+  }
+
+  const handlers = {
+    hello: onHello,
+    gateway: onGateway,
+    snapshot: onSnapshot,
+    event: onEvent,
+    stats: onStats,
+    gateway_stats: () => {},
+    overflow: (data) => console.warn("events dropped by the feed", data.events_dropped),
+    gap: (data) => console.warn("events missed by this page", data),
+  };
+
+  function dispatch(frame) {
+    let name = "message";
+    const data = [];
+    for (const line of frame.split("\n")) {
+      const colon = line.indexOf(":");
+      if (colon === 0) continue;
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      if (field === "event") name = value;
+      else if (field === "data") data.push(value);
+      else if (field === "retry" && /^\d+$/.test(value)) page.retryDelay = Number(value);
+    }
+    const handle = handlers[name];
+    if (!handle || data.length === 0) return;
+    let parsed;
+    try {
+      parsed = JSON.parse(data.join("\n"));
+    } catch (error) {
+      console.warn("unreadable " + name, error);
+      return;
+    }
+    handle(parsed);
+  }
+
+  // MARK: The read token (http.read_token)
+
+  function readHeaders(headers) {
+    const token = sessionStorage.getItem(READ_TOKEN_KEY) || sessionStorage.getItem(TOKEN_KEY);
+    if (token) headers.Authorization = "Bearer " + token;
+    return headers;
+  }
+
+  // The gateway wants a token: ask for it once, in the page; a token that was
+  // refused is forgotten, so a reload does not send it again.
+  function needToken() {
+    const refusedToken = sessionStorage.getItem(READ_TOKEN_KEY);
+    sessionStorage.removeItem(READ_TOKEN_KEY);
+    page.waitingForToken = true;
+    setLive(false, "Token needed");
+    $("login").hidden = false;
+    loginStatus(
+      refusedToken ? "The token was refused (401): check http.read_token." : "This gateway needs its read token (http.read_token) or the admin token.",
+      refusedToken ? "error" : "meta"
+    );
+    $("read-token").focus();
+  }
+
+  function tokenAccepted() {
+    page.waitingForToken = false;
+    $("login").hidden = true;
+    $("read-token").value = "";
+  }
+
+  function loginStatus(text, kind) {
+    const status = $("login-status");
+    status.textContent = text;
+    status.className = kind;
+  }
+
+  function setLive(live, note) {
     page.live = live;
     if (live) pill($("link"), "Live", "good");
-    else pill($("link"), "Disconnected, reconnecting…", "bad");
+    else pill($("link"), note || "Disconnected, reconnecting…", "bad");
     document.body.classList.toggle("stale", !live);
   }
 
@@ -230,7 +325,7 @@
   }
 
   function loadResults(id) {
-    fetch("/v1/machines/" + encodeURIComponent(id) + "/games?limit=" + RESULTS_SHOWN)
+    fetch("/v1/machines/" + encodeURIComponent(id) + "/games?limit=" + RESULTS_SHOWN, { headers: readHeaders({}) })
       .then((response) => (response.ok ? response.json() : { games: [] }))
       .then((body) => {
         const machine = page.machines.get(id);
@@ -356,6 +451,15 @@
       sessionStorage.removeItem(TOKEN_KEY);
       input.value = "";
       adminStatus("Token forgotten.", "meta");
+    });
+    $("login").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const token = $("read-token").value.trim();
+      if (!token) return;
+      sessionStorage.setItem(READ_TOKEN_KEY, token);
+      loginStatus("Checking…", "meta");
+      page.waitingForToken = false;
+      connect();
     });
     $("machines").addEventListener("click", (event) => {
       const button = event.target.closest("button[data-action]");
