@@ -20,7 +20,7 @@ enum GatewayMetrics {
             family("notifications", "total", "IM notifications received, by provider and what became of them (forwarded, queued, an error code, unauthorized, ...).")
         }
         static var replies: MetricNameDescriptor {
-            family("im_replies", "total", "Replies to players through the IM providers, by provider and result (sent, failed, overflow, expired, logged).")
+            family("im_replies", "total", "Replies to players through the IM providers, by provider and result (sent, failed, coalesced, overflow, expired, logged).")
         }
         static var httpRequests: MetricNameDescriptor {
             family("http_requests", "total", "HTTP requests answered, by route and status.")
@@ -83,7 +83,7 @@ enum GatewayMetrics {
     private static let notificationResults =
         ["unauthorized", "malformed", "address_check", "ignored", "duplicate", "replayed", "forwarded", "queued", "offered", "accepted",
             "declined", "left"] + ErrorCode.allCases.filter(\.isRefusal).map(\.rawValue)
-    private static let replyResults = ["sent", "failed", "overflow", "expired", "logged"]
+    private static let replyResults = ["sent", "failed", "coalesced", "overflow", "expired", "logged"]
 
     // MARK: Notifications and replies
 
@@ -96,7 +96,7 @@ enum GatewayMetrics {
         }
     }
 
-    /// Replies to players, by provider and result (`sent`, `failed`, `overflow`, `expired`, `logged`).
+    /// Replies to players, by provider and result (`sent`, `failed`, `coalesced`, `overflow`, `expired`, `logged`).
     static func reply(provider: String, result: String) {
         if let tally = replies[provider]?[result] {
             tally.increment()
