@@ -55,8 +55,16 @@ struct Gateway {
             client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
             onConnected: { arcade.republish() },
             handle: { message in arcade.route(message) })
+        // A site of a chain keeps its own link to the chain's cluster (SPEC §9).
+        let chainLink = try config.chain.map { chain throws(MQTTError) in
+            try ChainLink(settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger)
+        }
         let exporter: (@Sendable () -> String)? =
-            exportsMetrics ? { @Sendable in MetricsExport.text(arcade: arcade, mqtt: mqtt) } : nil
+            exportsMetrics
+            ? { @Sendable in
+                if let chainLink { ChainMetrics.export(chainLink) }
+                return MetricsExport.text(arcade: arcade, mqtt: mqtt)
+            } : nil
         let stats = StatsService(
             arcade: arcade, interval: config.gateway.statsInterval, gatewayID: config.gateway.id, topics: topics, clock: clock,
             start: clock.now(),
@@ -65,10 +73,6 @@ struct Gateway {
                 try mqtt.publish(topic, payload: payload, qos: .atMostOnce, retain: false, expiry: expiry)
             },
             feed: feed, logger: logger)
-        // A site of a chain keeps its own link to the chain's cluster (SPEC §9).
-        let chainLink = try config.chain.map { chain throws(MQTTError) in
-            try ChainLink(settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger)
-        }
         var httpParts = HTTPServer.Parts(
             config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
             uptime: { clock.now() })

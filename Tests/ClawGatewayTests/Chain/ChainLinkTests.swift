@@ -76,6 +76,11 @@ extension HeavySuites {
                 await router.stop()
             }
 
+            let metrics = try await HTTP.get("\(site.base)/metrics").body
+            #expect(metrics.contains("claw_chain_link_up 1"))
+            #expect(metrics.contains("claw_chain_link_connects_total 1"))
+            #expect(metrics.contains("claw_chain_link_refusals_total 0"))
+
             let router = try await ChainTestClient([cluster.mqttURLs[1]], user: "router")
             #expect(try await router.subscribe(["claw/+/gateway/heartbeat"]).refused.isEmpty)
             let clock = ContinuousClock()
@@ -119,6 +124,39 @@ extension HeavySuites {
             }
             #expect(await site.readiness()?.status == 503)
             #expect(site.site.logText.contains("chain.refusals=2"))
+            let metrics = try await HTTP.get("\(site.base)/metrics").body
+            #expect(metrics.contains("claw_chain_link_up 0"))
+            #expect(!metrics.contains("claw_chain_link_refusals_total 0") && !metrics.contains("claw_chain_link_refusals_total 1\n"))
+            await site.stop()
+        }
+
+        @Test func whenTheRoutersBeatsStopTheLinkIsTakenDownAndUpAgain() async throws {
+            let cluster = try await NATSCluster.start()
+            let site = try ChainSite(cluster: cluster)
+            try await eventually("the gateway to be ready with its chain link", timeout: .seconds(30)) {
+                await site.readiness()?.status == 200
+            }
+            let router = try await ChainTestClient([cluster.mqttURLs[2]], user: "router")
+            // Beats while they come: no re-establishing.
+            var stopped = ContinuousClock().now
+            for _ in 0..<3 {
+                try await router.publish("claw/arcade-1/inbox", #"{"type":"beat"}"#)
+                stopped = ContinuousClock().now
+                try await Task.sleep(for: .seconds(1))
+            }
+            #expect(!site.site.logText.contains("No beat from the chain's routers"))
+            try await eventually("the link taken down for silence", timeout: .seconds(15)) {
+                site.site.logText.contains("No beat from the chain's routers")
+            }
+            let noticed = ContinuousClock().now - stopped
+            print("chain link re-established \(noticed) after the last beat was published")
+            #expect(noticed > .seconds(5) && noticed < .seconds(8), "noticed after \(noticed)")
+            // And up again: reconnected, subscribed, ready.
+            try await eventually("the link up again", timeout: .seconds(20)) {
+                site.site.logText.components(separatedBy: "Chain link up").count > 2
+            }
+            try await eventually("ready again", timeout: .seconds(10)) { await site.readiness()?.status == 200 }
+            await router.stop()
             await site.stop()
         }
 

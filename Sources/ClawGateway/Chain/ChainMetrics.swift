@@ -1,0 +1,30 @@
+import Prometheus
+
+/// The chain link's series on `/metrics`, in the gateway's registry, brought
+/// up to date from ``ChainLink/status`` at scrape time.
+enum ChainMetrics {
+    static let up = GatewayMetrics.registry.makeGauge(
+        descriptor: family("chain_link_up", "", "1 when the chain link is connected and the cluster granted every subscription."))
+    static let connects = Mirror(
+        GatewayMetrics.registry.makeCounter(
+            descriptor: family("chain_link_connects", "total", "Connections made to the chain's cluster (the first and every reconnect).")))
+    static let refusals = Mirror(
+        GatewayMetrics.registry.makeCounter(
+            descriptor: family(
+                "chain_link_refusals", "total", "SUBACKs in which the chain's cluster refused a subscription of the link; each took the link down.")))
+    static let silences = Mirror(
+        GatewayMetrics.registry.makeCounter(
+            descriptor: family("chain_link_silences", "total", "Times the link was taken down and up again because the routers' beats stopped.")))
+
+    static func export(_ link: ChainLink) {
+        let status = link.status
+        up.set(to: status.problem == nil ? 1 : 0)
+        connects.sync(to: status.connects)
+        refusals.sync(to: status.refusals)
+        silences.sync(to: status.silences)
+    }
+
+    private static func family(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "claw", metricName: name, unitName: unit, helpText: help)
+    }
+}
