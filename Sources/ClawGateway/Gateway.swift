@@ -40,7 +40,7 @@ struct Gateway {
         let replyClient = replyHTTPClient(config.im)
         let queues = replyQueues(config.im, client: replyClient, logger: logger)
         let channel = players ?? ReplyRouter(
-                queues: queues, configured: config.im.providers, fallback: config.im.defaultProvider, clock: clock, logger: logger)
+                queues: queues, configured: config.im.providers, clock: clock, logger: logger)
         let feed = ArcadeFeed(machines: config.machines.count, clock: clock, logger: logger) {
             ArcadeFeed.GatewayStatus(
                 brokerConnected: mqtt.isConnected, storageWritable: writer.isWritable, repliesFailed: GatewayMetrics.repliesFailed)
@@ -118,11 +118,6 @@ struct Gateway {
 }
 
 extension IMSettings {
-    /// Where replies go for a player the gateway has not heard from in this run.
-    var defaultProvider: String? {
-        netease != nil ? "netease" : generic != nil ? "generic" : nil
-    }
-
     /// The providers configured.
     var providers: Set<String> {
         Set([netease.map { _ in "netease" }, generic.map { _ in "generic" }].compactMap { $0 })

@@ -45,6 +45,9 @@ public struct GameEvent: Sendable, Equatable, Codable {
     public var ts: String
     public var machine: String
     public var player: String?
+    /// The IM provider of `player` (`netease`, `generic`): a player is the
+    /// pair, so `alice` of one is not `alice` of the other.
+    public var provider: String?
     public var nick: String?
     public var session: String?
     /// `joined`: the new position; `command`/`ack`: the command name.
@@ -64,7 +67,7 @@ public struct GameEvent: Sendable, Equatable, Codable {
     public var commands: Int?
 
     public init(
-        type: EventType, seq: Int64, ts: String, machine: String, player: String? = nil,
+        type: EventType, seq: Int64, ts: String, machine: String, player: String? = nil, provider: String? = nil,
         nick: String? = nil, session: String? = nil, position: Int? = nil, command: String? = nil,
         data: String? = nil, serial: Int64? = nil, playerSerial: Int64? = nil, reason: String? = nil,
         outcome: GameOutcome? = nil, latencyMs: Double? = nil, commands: Int? = nil
@@ -74,6 +77,7 @@ public struct GameEvent: Sendable, Equatable, Codable {
         self.ts = ts
         self.machine = machine
         self.player = player
+        self.provider = provider
         self.nick = nick
         self.session = session
         self.position = position
@@ -88,7 +92,7 @@ public struct GameEvent: Sendable, Equatable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case type, seq, ts, machine, player, nick, session, position, command, data, serial
+        case type, seq, ts, machine, player, provider, nick, session, position, command, data, serial
         case playerSerial = "player_serial"
         case reason, outcome
         case latencyMs = "latency_ms"
@@ -110,6 +114,7 @@ extension GameEvent {
         JSONText.appendField("ts", string: ts, to: &out)
         JSONText.appendField("machine", string: machine, to: &out)
         if let player { JSONText.appendField("player", string: player, to: &out) }
+        if let provider { JSONText.appendField("provider", string: provider, to: &out) }
         if let nick { JSONText.appendField("nick", string: nick, to: &out) }
         if let session { JSONText.appendField("session", string: session, to: &out) }
         if let position { JSONText.appendField("position", integer: Int64(position), to: &out) }

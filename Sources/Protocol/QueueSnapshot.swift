@@ -62,13 +62,17 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
 /// The player who holds the machine: offered the turn, playing, or awaiting the result.
 public struct CurrentPlayer: Sendable, Equatable, Codable {
     public var accid: String
+    /// The IM provider of the account (`netease`, `generic`): a player is
+    /// the pair, so the same account on two providers is two players.
+    public var provider: String
     public var nick: String
     public var session: String
     /// When the current timer (accept, play or result) runs out, ISO 8601 UTC.
     public var deadline: String?
 
-    public init(accid: String, nick: String, session: String, deadline: String?) {
+    public init(accid: String, provider: String, nick: String, session: String, deadline: String?) {
         self.accid = accid
+        self.provider = provider
         self.nick = nick
         self.session = session
         self.deadline = deadline
@@ -78,10 +82,13 @@ public struct CurrentPlayer: Sendable, Equatable, Codable {
 /// A player in the waiting list.
 public struct WaitingPlayer: Sendable, Equatable, Codable {
     public var accid: String
+    /// The IM provider of the account, as in ``CurrentPlayer/provider``.
+    public var provider: String
     public var nick: String
 
-    public init(accid: String, nick: String) {
+    public init(accid: String, provider: String, nick: String) {
         self.accid = accid
+        self.provider = provider
         self.nick = nick
     }
 }
@@ -104,6 +111,7 @@ extension QueueSnapshot {
         if let player {
             out.append(contentsOf: #"{"accid":"#.utf8)
             JSONText.appendString(player.accid, to: &out)
+            JSONText.appendField("provider", string: player.provider, to: &out)
             JSONText.appendField("nick", string: player.nick, to: &out)
             JSONText.appendField("session", string: player.session, to: &out)
             if let deadline = player.deadline { JSONText.appendField("deadline", string: deadline, to: &out) }
@@ -116,6 +124,7 @@ extension QueueSnapshot {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: #"{"accid":"#.utf8)
             JSONText.appendString(entry.accid, to: &out)
+            JSONText.appendField("provider", string: entry.provider, to: &out)
             JSONText.appendField("nick", string: entry.nick, to: &out)
             out.append(UInt8(ascii: "}"))
         }

@@ -24,11 +24,22 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
         router.delete("/v1/machines/:id/queue/:accid") { request, context in
             let machine = try authorized(request, context)
             let accid = try context.pathParameter("accid")
-            let (removed, ticket) = machine.remove(player: accid)
-            guard removed else {
-                return JSONResponse.error(.notFound, code: "not_in_queue", "\(accid) is not in the queue of \(machine.id).")
+            // A player is the pair (provider, account): `?provider=` says which
+            // when the account is there for both (SPEC §5).
+            let provider = request.uri.queryParameters["provider"].map(String.init)
+            let (removal, ticket) = machine.remove(accid: accid, provider: provider)
+            switch removal {
+            case .removed:
+                return try await answer(machine, "remove", (true, ticket))
+            case .notFound:
+                let whose = provider.map { "\(accid) of \($0)" } ?? accid
+                return JSONResponse.error(.notFound, code: "not_in_queue", "\(whose) is not in the queue of \(machine.id).")
+            case .ambiguous(let providers):
+                return JSONResponse.error(
+                    .conflict, code: "ambiguous",
+                    "\(accid) is in the queue of \(machine.id) for \(providers.joined(separator: " and ")); "
+                        + "say which with ?provider=\(providers.joined(separator: " or ?provider=")).")
             }
-            return try await answer(machine, "remove", (true, ticket))
         }
     }
 

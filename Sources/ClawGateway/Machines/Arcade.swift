@@ -10,7 +10,8 @@ struct PlayerNotification: Sendable {
     var to: String
     /// The wire JSON.
     var attach: [UInt8]
-    /// Which provider delivered it: replies to the player go back the same way.
+    /// Which provider delivered it: with `from`, who the player is (SPEC §5);
+    /// replies to the player go back the same way.
     var provider: String
 }
 
@@ -118,9 +119,9 @@ final class Arcade: Sendable {
         // The budget comes before anything else, even a bad payload: a flood
         // costs one lookup per notification and reaches no machine.
         let now = clock.now()
-        guard limits.admit(notification.from, now: now) else {
+        guard limits.admit(player, now: now) else {
             machine?.countOverBudget()
-            if let machine, !notification.from.isEmpty, limits.mayRefuse(notification.from, code: .rateLimited, now: now) {
+            if let machine, !notification.from.isEmpty, limits.mayRefuse(player, code: .rateLimited, now: now) {
                 machine.tellOverBudget(player, serial: (try? WireMessage.decode(notification.attach))?.serial)
             }
             return (.rejected(Self.overBudget(settings)), nil)

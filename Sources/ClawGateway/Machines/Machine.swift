@@ -258,9 +258,10 @@ final class Machine: Sendable {
         transition { game, context in game.skip(context) }
     }
 
-    /// Takes a player out of the queue, or ends their turn as `skipped`.
-    func remove(player: String) -> (Bool, StorageWriter.Ticket?) {
-        transition { game, context in game.remove(player: player, context) }
+    /// Takes a player out of the queue, or ends their turn as `skipped`;
+    /// `provider` is needed only when the account is there for both.
+    func remove(accid: String, provider: String?) -> (MachineState.Removal, StorageWriter.Ticket?) {
+        transition { game, context in game.remove(accid: accid, provider: provider, context) }
     }
 
     // MARK: Transitions and their effects
@@ -349,7 +350,7 @@ final class Machine: Sendable {
     /// that ended without its player) always go out.
     private func send(_ reply: PlayerReply) {
         if reply.message.code == .error, reply.priority == .normal, let code = reply.message.data.flatMap(ErrorCode.init(rawValue:)),
-            !environment.limits.mayRefuse(reply.to.accid, code: code, now: environment.clock.now())
+            !environment.limits.mayRefuse(reply.to, code: code, now: environment.clock.now())
         {
             metrics.refusalsHeldBack.increment()
             return

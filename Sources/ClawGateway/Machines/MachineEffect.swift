@@ -19,11 +19,21 @@ enum MachineEffect: Sendable {
     case reply(PlayerReply)
 }
 
-/// A player as replies reach them: the account and the IM provider that
-/// delivered their notification to this machine.
+/// A player: the account and the IM provider it is an account of (SPEC §5).
+/// `alice` on NetEase and `alice` on the generic webhook are two players,
+/// with their own queue places, budgets and replies; replies go back
+/// through the provider.
 struct PlayerAddress: Sendable, Equatable, Hashable {
     var accid: String
     var provider: String
+}
+
+extension GameEvent {
+    /// Names the player of the event: account and provider.
+    mutating func set(_ player: PlayerAddress?) {
+        self.player = player?.accid
+        provider = player?.provider
+    }
 }
 
 /// A reply on its way to a player.

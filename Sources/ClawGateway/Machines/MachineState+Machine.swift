@@ -25,7 +25,7 @@ extension MachineState {
         case .playing(let turn), .awaitingResult(let turn):
             reply(turn.player.address, WireMessage(.result, data: data, session: turn.session), .high, &fx)
             emit(.result, &fx) {
-                $0.player = turn.player.accid
+                $0.set(turn.player.address)
                 $0.session = turn.session
                 $0.data = data
             }
@@ -51,7 +51,7 @@ extension MachineState {
         }
         let latency = context.now.uptime - pending.sentAt
         emit(.ack, &fx) {
-            $0.player = pending.player?.accid
+            $0.set(pending.player)
             $0.command = pending.command.description
             $0.data = data
             $0.serial = serial
@@ -99,7 +99,7 @@ extension MachineState {
             emit(.online, &fx)
             guard let turn = phase.turn else { return }
             emit(.reconnected, &fx) {
-                $0.player = turn.player.accid
+                $0.set(turn.player.address)
                 $0.session = turn.session
             }
             // "0": it is your game (again); the app takes its controls back.
@@ -135,7 +135,7 @@ extension MachineState {
             let until = fx.now.uptime + settings.offlineGrace
             link = .reconnecting(until: until, remaining: max(.zero, turn.deadline - fx.now.uptime))
             emit(.reconnecting, &fx) {
-                $0.player = turn.player.accid
+                $0.set(turn.player.address)
                 $0.session = turn.session
             }
             let seconds = Int(settings.offlineGrace.seconds.rounded(.up))
@@ -183,7 +183,7 @@ extension MachineState {
             switch phase {
             case .offered:
                 emit(.expired, &fx) {
-                    $0.player = turn.player.accid
+                    $0.set(turn.player.address)
                     $0.session = turn.session
                 }
                 endTurn(.expired, &fx)
@@ -194,7 +194,7 @@ extension MachineState {
                 dropClaw(&fx)
             case .awaitingResult:
                 emit(.noResult, &fx) {
-                    $0.player = turn.player.accid
+                    $0.set(turn.player.address)
                     $0.session = turn.session
                 }
                 endTurn(.noResult, &fx)
@@ -207,7 +207,7 @@ extension MachineState {
         while let (serial, pending) = acks.oldest(), pending.sentAt + settings.ackTimeout <= now {
             _ = acks.remove(serial)
             emit(.ackTimeout, &fx) {
-                $0.player = pending.player?.accid
+                $0.set(pending.player)
                 $0.command = pending.command.description
                 $0.serial = serial
                 $0.playerSerial = pending.playerSerial
@@ -240,18 +240,18 @@ extension MachineState {
             closed.endedAt = context.now.wall
             closed.outcome = outcome
             fx.writes.append(.game(closed))
+            let player = PlayerAddress(accid: game.player, provider: game.provider)
             emit(offered ? .expired : .noResult, &fx) {
-                $0.player = game.player
+                $0.set(player)
                 $0.session = game.id
             }
             emit(.gameEnded, &fx) {
-                $0.player = game.player
+                $0.set(player)
                 $0.nick = game.nick
                 $0.session = game.id
                 $0.outcome = outcome
                 $0.commands = game.commands
             }
-            let player = PlayerAddress(accid: game.player, provider: game.provider)
             if offered {
                 let passed = "Your turn on \(machine.name) passed: the gateway restarted before you accepted it. Join again to play."
                 notice(player, WireError(.offerExpired, passed), &fx)
@@ -289,7 +289,7 @@ extension MachineState {
         var fx = Effects(context)
         guard let turn = phase.turn else { return finish(false, &fx) }
         emit(.skipped, &fx) {
-            $0.player = turn.player.accid
+            $0.set(turn.player.address)
             $0.session = turn.session
         }
         endTurnByOperator(turn, &fx)
@@ -297,25 +297,40 @@ extension MachineState {
     }
 
     /// Takes a player out of the queue, or ends their turn as `skipped`.
-    mutating func remove(player: String, _ context: TransitionContext) -> Step<Bool> {
+    /// An operator names the account, and the provider when the account
+    /// alone does not say which player it is (SPEC §5).
+    mutating func remove(accid: String, provider: String?, _ context: TransitionContext) -> Step<Removal> {
         var fx = Effects(context)
-        if let turn = phase.turn, turn.player.accid == player {
+        let holder = phase.turn.map { [$0.player] } ?? []
+        let matches = (holder + waiting).filter { $0.accid == accid && (provider == nil || $0.provider == provider) }
+        guard let match = matches.first else { return finish(.notFound, &fx) }
+        guard matches.count == 1 else { return finish(.ambiguous(matches.map(\.provider)), &fx) }
+        let player = match.address
+        if let turn = phase.turn, turn.player.address == player {
             emit(.removed, &fx) {
-                $0.player = player
+                $0.set(player)
                 $0.session = turn.session
             }
             endTurnByOperator(turn, &fx)
-            return finish(true, &fx)
+            return finish(.removed, &fx)
         }
-        guard let index = waiting.firstIndex(where: { $0.accid == player }) else { return finish(false, &fx) }
+        guard let index = waiting.firstIndex(where: { $0.address == player }) else { return finish(.notFound, &fx) }
         let entry = waiting.remove(at: index)
-        fx.writes.append(.dequeue(machine: id, accid: player))
+        fx.writes.append(.dequeue(machine: id, player: player))
         fx.queueMoved(from: index)
-        emit(.removed, &fx) { $0.player = player }
+        emit(.removed, &fx) { $0.set(player) }
         // SPEC has no code of its own for this: not_in_queue is what the app
         // would hear at its next leave or accept, said now.
         notice(entry.address, WireError(.notInQueue, "An operator took you out of the queue of \(machine.name)."), &fx)
-        return finish(true, &fx)
+        return finish(.removed, &fx)
+    }
+
+    /// What became of an operator's removal.
+    enum Removal: Sendable, Equatable {
+        case removed
+        case notFound
+        /// The account is there for several providers (these): name one.
+        case ambiguous([String])
     }
 
     /// An operator ended the turn (skip, or removing its player): like the

@@ -26,21 +26,20 @@ extension MachineState {
     /// a `dropped` event.
     mutating func handle(_ request: PlayerRequest, from player: PlayerAddress, _ context: TransitionContext) -> Step<RequestOutcome> {
         var fx = Effects(context)
-        followProvider(of: player)
         let outcome: RequestOutcome
         do throws(WireError) {
             switch request.command {
             case .join(let nick):
                 outcome = try join(player, nick: nick, &fx)
             case .leave:
-                outcome = try leave(player.accid, &fx)
+                outcome = try leave(player, &fx)
             case .accept(let session):
-                outcome = try accept(player.accid, session: session, &fx)
+                outcome = try accept(player, session: session, &fx)
             case .decline(let session):
-                outcome = try decline(player.accid, session: session, &fx)
+                outcome = try decline(player, session: session, &fx)
             case .move, .grab, .camera:
                 // A control command without a serial is refused while decoding.
-                outcome = try control(request.command, serial: request.serial ?? 0, from: player.accid, &fx)
+                outcome = try control(request.command, serial: request.serial ?? 0, from: player, &fx)
             }
         } catch {
             drop(player, command: request.command.code, serial: request.serial, error, &fx)
@@ -62,30 +61,17 @@ extension MachineState {
     private mutating func drop(_ player: PlayerAddress, command: CommandCode?, serial: Int64?, _ error: WireError, _ fx: inout Effects) {
         reply(player, error: error, serial: serial, &fx)
         emit(.dropped, &fx) {
-            $0.player = player.accid
+            $0.set(player)
             $0.command = command?.description
             $0.playerSerial = serial
             $0.reason = error.code.rawValue
         }
     }
 
-    /// Replies go back through the provider of the player's latest
-    /// notification (SPEC §5): a player who joined through one IM service and
-    /// goes on through another is answered through the other from then on.
-    /// Held in memory; a waiting player's provider in storage stays the one
-    /// they joined with until their turn's record is written.
-    private mutating func followProvider(of player: PlayerAddress) {
-        if let turn = phase.turn, turn.player.accid == player.accid {
-            if turn.player.provider != player.provider { modifyTurn { $0.player.provider = player.provider } }
-        } else if let index = waiting.firstIndex(where: { $0.accid == player.accid }), waiting[index].provider != player.provider {
-            waiting[index].provider = player.provider
-        }
-    }
-
     // MARK: Queue
 
     private mutating func join(_ player: PlayerAddress, nick: String?, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
-        if phase.turn?.player.accid == player.accid || waiting.contains(where: { $0.accid == player.accid }) {
+        if phase.turn?.player.address == player || waiting.contains(where: { $0.address == player }) {
             throw WireError(.alreadyQueued, "You are already in the queue of \(machine.name).")
         }
         guard waiting.count < settings.maxQueue else {
@@ -98,22 +84,22 @@ extension MachineState {
         fx.writes.append(.enqueue(machine: id, entry, atHead: false, at: fx.now.wall))
         fx.queueMoved(from: position - 1)
         emit(.joined, &fx) {
-            $0.player = entry.accid
+            $0.set(entry.address)
             $0.nick = entry.nick
             $0.position = position
         }
         offerNextTurn(&fx)
-        if case .offered(let turn) = phase, turn.player.accid == player.accid {
+        if case .offered(let turn) = phase, turn.player.address == player {
             return .offered(session: turn.session)
         }
         return .queued(position: position, length: waiting.count)
     }
 
-    private mutating func leave(_ player: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
-        if let turn = phase.turn, turn.player.accid == player {
+    private mutating func leave(_ player: PlayerAddress, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
+        if let turn = phase.turn, turn.player.address == player {
             try requireStorage(fx)
             emit(.left, &fx) {
-                $0.player = player
+                $0.set(player)
                 $0.session = turn.session
             }
             switch phase {
@@ -130,20 +116,20 @@ extension MachineState {
             }
             return .left
         }
-        guard let index = waiting.firstIndex(where: { $0.accid == player }) else {
+        guard let index = waiting.firstIndex(where: { $0.address == player }) else {
             throw WireError(.notInQueue, "You are not in the queue of \(machine.name).")
         }
         try requireStorage(fx)
         waiting.remove(at: index)
-        fx.writes.append(.dequeue(machine: id, accid: player))
+        fx.writes.append(.dequeue(machine: id, player: player))
         fx.queueMoved(from: index)
-        emit(.left, &fx) { $0.player = player }
+        emit(.left, &fx) { $0.set(player) }
         return .left
     }
 
     // MARK: Turn
 
-    private mutating func accept(_ player: String, session: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
+    private mutating func accept(_ player: PlayerAddress, session: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
         try checkTurn(of: player, session: session)
         guard case .offered = phase else { return .ignored("the game has already started") }
         guard fx.context.brokerConnected else {
@@ -154,7 +140,7 @@ extension MachineState {
         let now = fx.now
         fx.list.append(
             .command(
-                WireMessage(.addCoins, data: String(settings.coinsPerGame), serial: serial, session: session, player: player),
+                WireMessage(.addCoins, data: String(settings.coinsPerGame), serial: serial, session: session, player: player.accid),
                 camera: false))
         acks.insert(PendingAck(sentAt: now.uptime, command: .addCoins), serial: serial)
         guard case .offered(var turn) = phase else { return .ignored("the game has already started") }
@@ -164,7 +150,7 @@ extension MachineState {
         fx.writes.append(.game(record(turn, endedAt: nil, outcome: nil)))
         fx.snapshotChanged = true
         emit(.accepted, &fx) {
-            $0.player = player
+            $0.set(player)
             $0.session = session
             $0.serial = serial
         }
@@ -172,14 +158,14 @@ extension MachineState {
         return .accepted(session: session)
     }
 
-    private mutating func decline(_ player: String, session: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
+    private mutating func decline(_ player: PlayerAddress, session: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
         try checkTurn(of: player, session: session)
         guard case .offered = phase else {
             throw WireError(.notYourTurn, "Your game has started and can no longer be declined; leave (7) to end it.")
         }
         try requireStorage(fx)
         emit(.declined, &fx) {
-            $0.player = player
+            $0.set(player)
             $0.session = session
         }
         endTurn(.declined, &fx)
@@ -187,10 +173,10 @@ extension MachineState {
     }
 
     /// Throws the error that says why `player` does not hold the turn `session`.
-    private func checkTurn(of player: String, session: String) throws(WireError) {
+    private func checkTurn(of player: PlayerAddress, session: String) throws(WireError) {
         guard online else { throw offlineError }
-        guard let turn = phase.turn, turn.player.accid == player else {
-            if waiting.contains(where: { $0.accid == player }) {
+        guard let turn = phase.turn, turn.player.address == player else {
+            if waiting.contains(where: { $0.address == player }) {
                 throw WireError(.notYourTurn, "It is not your turn yet; wait for a turn offer (11).")
             }
             throw WireError(.notInQueue, "You are not in the queue of \(machine.name); join it (6) first.")
@@ -203,7 +189,7 @@ extension MachineState {
     // MARK: Play
 
     private mutating func control(
-        _ command: PlayerCommand, serial playerSerial: Int64, from player: String, _ fx: inout Effects
+        _ command: PlayerCommand, serial playerSerial: Int64, from player: PlayerAddress, _ fx: inout Effects
     ) throws(WireError) -> RequestOutcome {
         try checkControl(command, serial: playerSerial, from: player)
         let now = fx.now.uptime
@@ -215,11 +201,11 @@ extension MachineState {
         let message: WireMessage
         switch command {
         case .move(let direction):
-            message = WireMessage(.move, data: direction.rawValue, serial: serial, session: session, player: player)
+            message = WireMessage(.move, data: direction.rawValue, serial: serial, session: session, player: player.accid)
         case .camera(let camera):
-            message = WireMessage(.camera, data: camera, serial: serial, session: session, player: player)
+            message = WireMessage(.camera, data: camera, serial: serial, session: session, player: player.accid)
         default:
-            message = WireMessage(.grab, serial: serial, session: session, player: player)
+            message = WireMessage(.grab, serial: serial, session: session, player: player.accid)
         }
         fx.list.append(.command(message, camera: command.code == .camera))
         let address = modifyTurn { turn in
@@ -229,7 +215,7 @@ extension MachineState {
         }
         acks.insert(PendingAck(sentAt: now, command: command.code, player: address, playerSerial: playerSerial), serial: serial)
         emit(.command, &fx) {
-            $0.player = player
+            $0.set(player)
             $0.session = session
             $0.command = command.code.description
             $0.data = message.data
@@ -239,7 +225,7 @@ extension MachineState {
         if command == .grab {
             toAwaitingResult(&fx)
             emit(.grab, &fx) {
-                $0.player = player
+                $0.set(player)
                 $0.session = session
                 $0.serial = serial
             }
@@ -250,9 +236,9 @@ extension MachineState {
     /// Throws the error that says why `player` may not send `command` now.
     /// Reads the turn without holding on to it, so that the caller can then
     /// change it in place.
-    private func checkControl(_ command: PlayerCommand, serial: Int64, from player: String) throws(WireError) {
+    private func checkControl(_ command: PlayerCommand, serial: Int64, from player: PlayerAddress) throws(WireError) {
         guard online else { throw offlineError }
-        guard let turn = phase.turn, turn.player.accid == player else {
+        guard let turn = phase.turn, turn.player.address == player else {
             throw WireError(.notYourTurn, "Someone else is playing \(machine.name); join the queue (6) to get a turn.")
         }
         switch (phase, command) {
@@ -278,7 +264,7 @@ extension MachineState {
         modifyTurn { $0.commands += 1 }
         toAwaitingResult(&fx)
         emit(.autoGrab, &fx) {
-            $0.player = turn.player.accid
+            $0.set(turn.player.address)
             $0.session = turn.session
             $0.serial = serial
         }

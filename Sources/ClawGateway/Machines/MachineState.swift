@@ -5,7 +5,8 @@ import Protocol
 struct QueueEntry: Sendable, Equatable {
     var accid: String
     var nick: String
-    /// The IM provider of the notification that queued the player: replies
+    /// The IM provider the account is of: with the account, who the player
+    /// is (two providers' `alice` are two players); replies
     /// to them go back through it.
     var provider: String
 
@@ -135,10 +136,10 @@ struct MachineState: Sendable {
             machine: id, seq: snapshotSeq, state: status, online: online, paused: paused, suspect: suspect,
             player: phase.turn.map { turn in
                 CurrentPlayer(
-                    accid: turn.player.accid, nick: turn.player.nick, session: turn.session,
+                    accid: turn.player.accid, provider: turn.player.provider, nick: turn.player.nick, session: turn.session,
                     deadline: deadline.map { Timestamp.string(now.wall(at: $0)) })
             },
-            waiting: waiting.map { WaitingPlayer(accid: $0.accid, nick: $0.nick) })
+            waiting: waiting.map { WaitingPlayer(accid: $0.accid, provider: $0.provider, nick: $0.nick) })
     }
 
     /// The earliest moment at which ``expire(_:)`` has something to do: the
@@ -227,11 +228,11 @@ struct MachineState: Sendable {
         let deadline = fx.now.uptime + settings.acceptTimeout
         let turn = Turn(player: entry, session: session, deadline: deadline, offeredAt: fx.now.wall)
         phase = .offered(turn)
-        fx.writes.append(.dequeue(machine: id, accid: entry.accid))
+        fx.writes.append(.dequeue(machine: id, player: entry.address))
         fx.writes.append(.game(record(turn, endedAt: nil, outcome: nil)))
         fx.snapshotChanged = true
         emit(.offered, &fx) {
-            $0.player = entry.accid
+            $0.set(entry.address)
             $0.nick = entry.nick
             $0.session = session
         }
@@ -248,7 +249,7 @@ struct MachineState: Sendable {
         fx.snapshotChanged = true
         phase = .idle
         emit(.gameEnded, &fx) {
-            $0.player = turn.player.accid
+            $0.set(turn.player.address)
             $0.nick = turn.player.nick
             $0.session = turn.session
             $0.outcome = outcome

@@ -1,8 +1,8 @@
 import Protocol
 import Synchronization
 
-/// What one player may cost everyone else, kept per player across the
-/// gateway (SPEC §2): a budget of `game.max_commands_per_second`
+/// What one player may cost everyone else, kept per player (the pair of
+/// provider and account, SPEC §5) across the gateway (SPEC §2): a budget of `game.max_commands_per_second`
 /// notifications a second, whatever they are and whichever machine they are
 /// for, checked before any machine is looked at; and at most one refusal of
 /// each code a second sent back.
@@ -20,17 +20,17 @@ final class PlayerLimits: Sendable {
     }
 
     private struct Stripe {
-        var current: [String: Player] = [:]
-        var previous: [String: Player] = [:]
+        var current: [PlayerAddress: Player] = [:]
+        var previous: [PlayerAddress: Player] = [:]
 
-        mutating func with<R>(_ accid: String, make: () -> Player, limit: Int, _ body: (inout Player) -> R) -> R {
-            var player = current.removeValue(forKey: accid) ?? previous.removeValue(forKey: accid) ?? make()
-            let result = body(&player)
+        mutating func with<R>(_ player: PlayerAddress, make: () -> Player, limit: Int, _ body: (inout Player) -> R) -> R {
+            var kept = current.removeValue(forKey: player) ?? previous.removeValue(forKey: player) ?? make()
+            let result = body(&kept)
             if current.count >= limit {
                 previous = current
                 current = [:]
             }
-            current[accid] = player
+            current[player] = kept
             return result
         }
     }
@@ -53,14 +53,14 @@ final class PlayerLimits: Sendable {
         self.stripes = (0..<stripes).map { _ in Locked() }
     }
 
-    private func stripe(_ accid: String) -> Locked {
-        stripes[Int(UInt(bitPattern: accid.hashValue) % UInt(stripes.count))]
+    private func stripe(_ player: PlayerAddress) -> Locked {
+        stripes[Int(UInt(bitPattern: player.hashValue) % UInt(stripes.count))]
     }
 
     /// Takes one notification from the player's budget; false when it is spent.
-    func admit(_ accid: String, now: Duration) -> Bool {
-        stripe(accid).stripe.withLock { stripe in
-            stripe.with(accid, make: { Player(budget: TokenBucket(perSecond: rate, now: now)) }, limit: stripeLimit) { player in
+    func admit(_ player: PlayerAddress, now: Duration) -> Bool {
+        stripe(player).stripe.withLock { stripe in
+            stripe.with(player, make: { Player(budget: TokenBucket(perSecond: rate, now: now)) }, limit: stripeLimit) { player in
                 player.budget.take(now: now)
             }
         }
@@ -68,9 +68,9 @@ final class PlayerLimits: Sendable {
 
     /// Whether a refusal with `code` may be sent to the player now: at most one
     /// of each code a second.
-    func mayRefuse(_ accid: String, code: ErrorCode, now: Duration) -> Bool {
-        stripe(accid).stripe.withLock { stripe in
-            stripe.with(accid, make: { Player(budget: TokenBucket(perSecond: rate, now: now)) }, limit: stripeLimit) { player in
+    func mayRefuse(_ player: PlayerAddress, code: ErrorCode, now: Duration) -> Bool {
+        stripe(player).stripe.withLock { stripe in
+            stripe.with(player, make: { Player(budget: TokenBucket(perSecond: rate, now: now)) }, limit: stripeLimit) { player in
                 if let last = player.refused[code], now - last < .seconds(1) { return false }
                 player.refused[code] = now
                 return true

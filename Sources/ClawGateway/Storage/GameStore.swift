@@ -110,6 +110,32 @@ final class GameStore: Sendable {
                     );
                     """)
         }
+        // A player is the pair (provider, account) (SPEC §5): the same account
+        // may wait once for each provider. Every existing row keeps the
+        // provider it was written with: `provider` has been stored with each
+        // queue entry and game since v1 (the provider of the notification
+        // that queued the player, or of their latest one before their turn's
+        // record was written), which is the provider the player most likely
+        // had; nothing is guessed.
+        migrator.registerMigration("v2-player-is-provider-and-account") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE queue_entries_v2 (
+                        machine TEXT NOT NULL,
+                        provider TEXT NOT NULL,
+                        accid TEXT NOT NULL,
+                        nick TEXT NOT NULL,
+                        ord INTEGER NOT NULL,
+                        joined_at TEXT NOT NULL,
+                        PRIMARY KEY (machine, provider, accid)
+                    );
+                    INSERT INTO queue_entries_v2 (machine, provider, accid, nick, ord, joined_at)
+                        SELECT machine, provider, accid, nick, ord, joined_at FROM queue_entries;
+                    DROP TABLE queue_entries;
+                    ALTER TABLE queue_entries_v2 RENAME TO queue_entries;
+                    CREATE INDEX queue_entries_order ON queue_entries (machine, ord);
+                    """)
+        }
         return migrator
     }
 
@@ -218,13 +244,13 @@ final class GameStore: Sendable {
         try Row.fetchAll(
             db,
             sql: """
-                SELECT id, machine, player, nick, outcome, offered_at, started_at, ended_at, commands
+                SELECT id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands
                 FROM games WHERE machine = ? ORDER BY offered_at DESC, rowid DESC LIMIT ? OFFSET ?
                 """,
             arguments: [machine, limit, offset]
         ).map { row in
             GameRecord(
-                id: row["id"], machine: row["machine"], player: row["player"], nick: row["nick"],
+                id: row["id"], machine: row["machine"], player: row["player"], provider: row["provider"], nick: row["nick"],
                 outcome: (row["outcome"] as String?).flatMap(GameOutcome.init(rawValue:)),
                 offeredAt: row["offered_at"], startedAt: row["started_at"], endedAt: row["ended_at"],
                 commands: row["commands"])
@@ -252,8 +278,10 @@ final class GameStore: Sendable {
         switch change {
         case .enqueue(let machine, let entry, let atHead, let at):
             try enqueue(db, machine: machine, entry: entry, atHead: atHead, at: at)
-        case .dequeue(let machine, let accid):
-            try db.execute(sql: "DELETE FROM queue_entries WHERE machine = ? AND accid = ?", arguments: [machine, accid])
+        case .dequeue(let machine, let player):
+            try db.execute(
+                sql: "DELETE FROM queue_entries WHERE machine = ? AND provider = ? AND accid = ?",
+                arguments: [machine, player.provider, player.accid])
         case .game(let game):
             try upsert(game, db)
         case .meta(let machine, let seq, let paused):
@@ -337,7 +365,7 @@ struct FileIdentity: Equatable, Sendable {
 /// One durable write decided by a machine's transition.
 enum StoreChange: Sendable, Equatable {
     case enqueue(machine: String, QueueEntry, atHead: Bool, at: Date)
-    case dequeue(machine: String, accid: String)
+    case dequeue(machine: String, player: PlayerAddress)
     /// The whole record of a game as it stands now.
     case game(GameRow)
     case meta(machine: String, snapshotSeq: Int64, paused: Bool)
@@ -372,6 +400,8 @@ struct GameRecord: Sendable, Equatable, Codable {
     var id: String
     var machine: String
     var player: String
+    /// The IM provider of `player`'s account: the player is the pair.
+    var provider: String
     var nick: String
     var outcome: GameOutcome?
     var offeredAt: String
@@ -380,7 +410,7 @@ struct GameRecord: Sendable, Equatable, Codable {
     var commands: Int
 
     enum CodingKeys: String, CodingKey {
-        case id, machine, player, nick, outcome
+        case id, machine, player, provider, nick, outcome
         case offeredAt = "offered_at"
         case startedAt = "started_at"
         case endedAt = "ended_at"
@@ -395,6 +425,7 @@ struct GameRecord: Sendable, Equatable, Codable {
         try container.encode(id, forKey: .id)
         try container.encode(machine, forKey: .machine)
         try container.encode(player, forKey: .player)
+        try container.encode(provider, forKey: .provider)
         try container.encode(nick, forKey: .nick)
         try container.encode(outcome, forKey: .outcome)
         try container.encode(offeredAt, forKey: .offeredAt)

@@ -506,8 +506,8 @@ extension HeavySuites {
             let nick = String(repeating: "\\", count: PlayerRequest.maxNickBytes)
             let snapshot = QueueSnapshot(
                 machine: "m1", seq: .max, state: .awaitingResult, online: true, paused: false, suspect: true,
-                player: CurrentPlayer(accid: accid, nick: nick, session: UUID().uuidString, deadline: "2026-11-21T10:00:30Z"),
-                waiting: Array(repeating: WaitingPlayer(accid: accid, nick: nick), count: maxQueue))
+                player: CurrentPlayer(accid: accid, provider: "generic", nick: nick, session: UUID().uuidString, deadline: "2026-11-21T10:00:30Z"),
+                waiting: Array(repeating: WaitingPlayer(accid: accid, provider: "generic", nick: nick), count: maxQueue))
             return snapshot.encoded()
         }
 

@@ -56,7 +56,7 @@ extension HeavySuites {
                 #expect(games.first { $0["player"] as? String == "alice" }?["outcome"] as? String == "no_result")
                 let bobsGame = try #require(games.first { $0["player"] as? String == "bob" })
                 #expect(bobsGame["outcome"] is NSNull && bobsGame["ended_at"] is NSNull, "bob's game is still on: null, not left out")
-                let fields: Set = ["id", "machine", "player", "nick", "outcome", "offered_at", "started_at", "ended_at", "commands"]
+                let fields: Set = ["id", "machine", "player", "provider", "nick", "outcome", "offered_at", "started_at", "ended_at", "commands"]
                 #expect(games.allSatisfy { fields.isSubset(of: $0.keys) }, "every field of SPEC §5, in every game")
                 #expect(!pc.payloads(on: "claw/m1/events").contains { $0.contains(#""type":"result""#) && $0.contains("bob") })
                 await pc.stop()

@@ -148,7 +148,8 @@ extension HeavySuites {
             try await E2ESite.with { site in
                 let pc = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/control"])
                 site.netease.set(.hanging)
-                try await site.generic(from: "carol", #"{"command":6}"#)
+                // Carol is a NetEase player: her replies go through the hanging API.
+                try await site.copy(from: "carol", #"{"command":6}"#)
                 let join = try await site.copy(from: "alice", #"{"command":6}"#)
                 #expect(join.status == 200)
                 let session = try #require(try await HTTP.get("\(site.base)/v1/machines/m1").json["player"] as? [String: Any])["session"] as? String

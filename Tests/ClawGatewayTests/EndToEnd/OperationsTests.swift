@@ -38,8 +38,24 @@ extension HeavySuites {
                 #expect(removed.status == 200)
                 try await watcher.waitFor("claw/m1/events") { $0.contains(#""type":"removed""#) && $0.contains("cat") }
                 #expect(try await HTTP.request(.DELETE, "\(site.base)/v1/machines/m1/queue/cat", headers: admin).status == 404)
+                // A player is the pair (provider, account): dan waits once for each provider.
+                try await site.generic(from: "dan", #"{"command":6}"#)
+                try await site.copy(from: "dan", #"{"command":6}"#)
+                try await eventually("both dans to wait") {
+                    let waiting = (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["waiting"] as? [[String: Any]] ?? []
+                    return waiting.filter { $0["accid"] as? String == "dan" }.compactMap { $0["provider"] as? String }.sorted() == ["generic", "netease"]
+                }
+                let ambiguous = try await HTTP.request(.DELETE, "\(site.base)/v1/machines/m1/queue/dan", headers: admin)
+                #expect(ambiguous.status == 409)
+                #expect(ambiguous.json["code"] as? String == "ambiguous")
+                #expect((ambiguous.json["message"] as? String)?.contains("?provider=") == true)
+                #expect(try await HTTP.request(.DELETE, "\(site.base)/v1/machines/m1/queue/dan?provider=other", headers: admin).status == 404)
+                #expect(try await HTTP.request(.DELETE, "\(site.base)/v1/machines/m1/queue/dan?provider=generic", headers: admin).status == 200)
+                let left = try await HTTP.get("\(site.base)/v1/machines/m1").json["waiting"] as? [[String: Any]] ?? []
+                #expect(left.filter { $0["accid"] as? String == "dan" }.compactMap { $0["provider"] as? String } == ["netease"])
                 let games = try await HTTP.get("\(site.base)/v1/machines/m1/games")
                 #expect(games.body.contains(#""outcome":"skipped""#))
+                #expect(games.body.contains(#""provider":"generic""#), "a game names its player's provider")
                 await watcher.stop()
             }
         }

@@ -66,7 +66,7 @@ extension HeavySuites {
                 try await site.generic(from: "ann", #"{"command":6,"data":"Ann"}"#)
                 try await site.generic(from: "zoe", #"{"command":6,"data":"Zoe"}"#)
                 try await eventually("zoe waiting, as the stream shows") {
-                    stream.messages.contains { $0.event == "snapshot" && $0.data.contains(#""waiting":[{"accid":"zoe","nick":"Zoe"}]"#) }
+                    stream.messages.contains { $0.event == "snapshot" && $0.data.contains(#""waiting":[{"accid":"zoe","provider":"generic","nick":"Zoe""#) }
                 }
                 #expect(stream.messages.contains { $0.event == "event" && $0.data.contains(#""type":"offered""#) && $0.data.contains("ann") })
                 try await eventually("a round of stats", timeout: .seconds(10)) {

@@ -21,7 +21,7 @@ import Testing
         #expect(reply.priority == .high)
         #expect(reply.expires == game.now.uptime + .seconds(10), "an offer is worthless after its accept deadline")
         #expect(reply.to == PlayerAddress(accid: "alice", provider: "app"))
-        #expect(step.writes.contains(.dequeue(machine: "m1", accid: "alice")))
+        #expect(step.writes.contains(.dequeue(machine: "m1", player: PlayerAddress(accid: "alice", provider: "app"))))
         #expect(step.games.map(\.id) == ["s1"])
         #expect(step.games.first?.startedAt == nil)
         let snapshot = try #require(step.snapshots.last)
@@ -65,7 +65,7 @@ import Testing
         game.join("dave")
         let left = game.send("bob", #"{"command":7}"#)
         #expect(left.outcome == .left)
-        #expect(left.writes.first == .dequeue(machine: "m1", accid: "bob"))
+        #expect(left.writes.first == .dequeue(machine: "m1", player: PlayerAddress(accid: "bob", provider: "app")))
         #expect(left.replies.map(\.to.accid) == ["carol", "dave"])
         #expect(left.replies(to: "dave") == [WireMessage(.queuePosition, data: "2", length: 2)])
         #expect(game.send("bob", #"{"command":7,"serial":3}"#).rejectedCode == .notInQueue)
@@ -105,20 +105,29 @@ import Testing
     }
 
     /// SPEC §5: replies follow the provider of the player's latest notification.
-    @Test func repliesGoThroughTheProviderOfThePlayersLatestNotification() throws {
+    /// SPEC §5: a player is the pair (provider, account).
+    @Test func theSameAccountOnTwoProvidersIsTwoPlayers() throws {
         var game = PureGame()
-        game.join("alice")
-        #expect(game.send("bob", #"{"command":6}"#).replies.first?.to.provider == "app")
-        // bob, waiting, and alice, offered the turn, go on through another IM service.
-        #expect(game.send("bob", #"{"command":1,"data":"up","serial":1}"#, provider: "netease").error(to: "bob") == "not_your_turn")
-        let session = try #require(game.state.phase.turn?.session)
-        let accepted = game.send("alice", #"{"command":12,"data":"\#(session)"}"#, provider: "netease")
-        #expect(accepted.outcome == .accepted(session: session))
+        #expect(game.send("alice", #"{"command":6}"#, provider: "netease").outcome == .offered(session: "s1"))
+        let joined = game.send("alice", #"{"command":6}"#, provider: "generic")
+        #expect(joined.outcome == .queued(position: 1, length: 1), "her own place, not already_queued")
+        #expect(joined.replies.map(\.to) == [PlayerAddress(accid: "alice", provider: "generic")])
+        let snapshot = try #require(joined.snapshots.last)
+        #expect(snapshot.player?.provider == "netease")
+        #expect(snapshot.waiting.map(\.provider) == ["generic"])
+        // The generic alice cannot take the NetEase alice's turn.
+        let stolen = game.send("alice", #"{"command":12,"data":"s1"}"#, provider: "generic")
+        #expect(stolen.outcome.rejectedCode == .notYourTurn)
+        #expect(stolen.replies.map(\.to.provider) == ["generic"])
+        let accepted = game.send("alice", #"{"command":12,"data":"s1"}"#, provider: "netease")
+        #expect(accepted.outcome == .accepted(session: "s1"))
         #expect(accepted.replies.map(\.to) == [PlayerAddress(accid: "alice", provider: "netease")])
-        let result = game.result(true)
-        #expect(result.replies.filter { $0.to.accid == "alice" }.map(\.to.provider) == ["netease"])
-        #expect(result.offer(to: "bob") != nil)
-        #expect(result.replies.filter { $0.to.accid == "bob" }.map(\.to.provider) == ["netease"])
+        // Leaving is the generic alice's own: the NetEase one plays on.
+        let left = game.send("alice", #"{"command":7}"#, provider: "generic")
+        #expect(left.outcome == .left)
+        #expect(left.writes.contains(.dequeue(machine: "m1", player: PlayerAddress(accid: "alice", provider: "generic"))))
+        #expect(game.state.phase.status == .playing)
+        #expect(game.state.waiting.isEmpty)
     }
 }
 
@@ -610,8 +619,9 @@ import Testing
         try game.play("alice")
         game.join("bob")
         game.join("carol")
-        let removed = game.state.remove(player: "carol", game.context)
-        #expect(removed.writes.contains(.dequeue(machine: "m1", accid: "carol")))
+        let removed = game.state.remove(accid: "carol", provider: nil, game.context)
+        #expect(removed.outcome == .removed)
+        #expect(removed.writes.contains(.dequeue(machine: "m1", player: PlayerAddress(accid: "carol", provider: "app"))))
         // Neither is left in silence (SPEC §3): each hears it, ahead of refusals.
         #expect(removed.error(to: "carol") == "not_in_queue")
         #expect(removed.replies.first { $0.to.accid == "carol" }?.priority == .high)
@@ -621,7 +631,7 @@ import Testing
         #expect(skip.replies(to: "alice").last?.message?.contains("operator") == true)
         #expect(skip.offer(to: "bob") != nil)
         #expect(game.snapshot.player?.accid == "bob")
-        #expect(!game.state.remove(player: "zed", game.context).outcome)
+        #expect(game.state.remove(accid: "zed", provider: nil, game.context).outcome == .notFound)
         game.send("bob", #"{"command":13,"data":"s2"}"#)
         #expect(!game.state.skip(game.context).outcome, "nobody to skip")
     }

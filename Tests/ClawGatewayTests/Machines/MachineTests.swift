@@ -155,6 +155,54 @@ import Testing
     }
 }
 
+/// SPEC §5: a player is the pair (provider, account), through the whole
+/// machine: queue, storage, replies, budget, the operator's removal.
+@Suite struct PlayerIdentityTests {
+    static let netease = PlayerAddress(accid: "alice", provider: "netease")
+    static let generic = PlayerAddress(accid: "alice", provider: "generic")
+
+    @Test func twoAlicesQueueSeparatelyAreRepliedSeparatelyAndSurviveARestart() async throws {
+        let first = try await GameHarness.online(settings: GameSettings(maxCommandsPerSecond: 3))
+        #expect(await first.send("alice", #"{"command":6}"#, provider: "netease") == .offered(session: "s-m1-1"))
+        #expect(await first.send("alice", #"{"command":6}"#, provider: "generic") == .queued(position: 1, length: 1))
+        #expect(first.lastSnapshot?.player.map { [$0.accid, $0.provider] } == ["alice", "netease"])
+        #expect(first.lastSnapshot?.waiting.map { [$0.accid, $0.provider] } == [["alice", "generic"]])
+        let offers = first.players.replies.items.filter { $0.message.code == .turnOffer }.map(\.reply.to)
+        #expect(offers == [Self.netease], "the offer is the NetEase alice's alone")
+        let positions = first.players.replies.items.filter { $0.message.code == .queuePosition }.map(\.reply.to)
+        #expect(positions == [Self.generic])
+        // Her own budget: the generic alice spends hers, the NetEase one still accepts.
+        for serial in 1...3 { await first.send("alice", #"{"command":1,"data":"up","serial":\#(serial)}"#, provider: "generic") }
+        #expect(await first.send("alice", #"{"command":1,"data":"up","serial":9}"#, provider: "generic").rejectedCode == .rateLimited)
+        #expect(await first.send("alice", #"{"command":12,"data":"s-m1-1"}"#, provider: "netease") == .accepted(session: "s-m1-1"))
+        #expect(first.events(.accepted).first?.provider == "netease")
+        #expect(try first.games().first?.provider == "netease")
+        await first.stop()
+
+        let second = try GameHarness(directory: first.directory, sessions: "t-")
+        #expect(second.snapshot.waiting.map { [$0.accid, $0.provider] } == [["alice", "generic"]], "the durable queue keeps the provider")
+        await second.settle()
+        #expect(second.players.replies.items.map(\.reply.to) == [Self.netease], "no_result to the one who was playing")
+        await second.stop()
+    }
+
+    @Test func removingAnAccountThatBothProvidersHaveNeedsTheProvider() async throws {
+        let game = try await GameHarness.online()
+        await game.join("zoe")
+        await game.send("alice", #"{"command":6}"#, provider: "netease")
+        await game.send("alice", #"{"command":6}"#, provider: "generic")
+        #expect(game.machine.remove(accid: "alice", provider: nil).0 == .ambiguous(["netease", "generic"]))
+        #expect(game.machine.remove(accid: "alice", provider: "other").0 == .notFound)
+        #expect(game.machine.remove(accid: "nobody", provider: nil).0 == .notFound)
+        #expect(game.machine.remove(accid: "alice", provider: "generic").0 == .removed)
+        await game.settle()
+        #expect(game.snapshot.waiting.map(\.provider) == ["netease"])
+        #expect(try game.writer.store.queuedNow(machine: "m1") == ["alice"])
+        #expect(game.machine.remove(accid: "alice", provider: nil).0 == .removed, "one left: no provider needed")
+        await game.stop()
+    }
+}
+
 /// What survives a restart of the gateway: a new machine on the same file.
 @Suite struct MachineRestartTests {
     @Test func queueOrderAndSeqAreRestored() async throws {

@@ -6,29 +6,44 @@ import Testing
 
 /// Each player's budget across the gateway, and refusals at most once a second (SPEC §2).
 @Suite struct PlayerLimitsTests {
+    static let alice = PlayerAddress(accid: "alice", provider: "netease")
+    static let bob = PlayerAddress(accid: "bob", provider: "netease")
+
+    /// A player is the pair (SPEC §5): the same account on another provider has its own budget.
+    @Test func theSameAccountOnAnotherProviderHasItsOwnBudgetAndRefusals() {
+        let limits = PlayerLimits(perSecond: 2)
+        let now = Duration.seconds(7)
+        let otherAlice = PlayerAddress(accid: "alice", provider: "generic")
+        #expect(limits.admit(Self.alice, now: now) && limits.admit(Self.alice, now: now))
+        #expect(!limits.admit(Self.alice, now: now))
+        #expect(limits.admit(otherAlice, now: now), "not the NetEase alice's budget")
+        #expect(limits.mayRefuse(Self.alice, code: .rateLimited, now: now))
+        #expect(limits.mayRefuse(otherAlice, code: .rateLimited, now: now), "nor her refusals")
+    }
+
     @Test func aPlayerHasRateNotificationsASecondAndTheRestIsRefusedUntilItRefills() {
         let limits = PlayerLimits(perSecond: 3)
         let now = Duration.seconds(100)
-        #expect((0..<3).allSatisfy { _ in limits.admit("alice", now: now) })
-        #expect(!limits.admit("alice", now: now))
-        #expect(limits.admit("bob", now: now), "one player's flood is not another's")
-        #expect(limits.admit("alice", now: now + .milliseconds(340)))
-        #expect(!limits.admit("alice", now: now + .milliseconds(340)))
+        #expect((0..<3).allSatisfy { _ in limits.admit(Self.alice, now: now) })
+        #expect(!limits.admit(Self.alice, now: now))
+        #expect(limits.admit(Self.bob, now: now), "one player's flood is not another's")
+        #expect(limits.admit(Self.alice, now: now + .milliseconds(340)))
+        #expect(!limits.admit(Self.alice, now: now + .milliseconds(340)))
     }
 
     @Test func aRefusalOfEachCodeAtMostOnceASecond() {
         let limits = PlayerLimits(perSecond: 10)
         let now = Duration.seconds(5)
-        #expect(limits.mayRefuse("alice", code: .notYourTurn, now: now))
-        #expect(!limits.mayRefuse("alice", code: .notYourTurn, now: now + .milliseconds(999)))
-        #expect(limits.mayRefuse("alice", code: .rateLimited, now: now), "another code")
-        #expect(limits.mayRefuse("bob", code: .notYourTurn, now: now), "another player")
-        #expect(limits.mayRefuse("alice", code: .notYourTurn, now: now + .seconds(1)))
+        #expect(limits.mayRefuse(Self.alice, code: .notYourTurn, now: now))
+        #expect(!limits.mayRefuse(Self.alice, code: .notYourTurn, now: now + .milliseconds(999)))
+        #expect(limits.mayRefuse(Self.alice, code: .rateLimited, now: now), "another code")
+        #expect(limits.mayRefuse(Self.bob, code: .notYourTurn, now: now), "another player")
+        #expect(limits.mayRefuse(Self.alice, code: .notYourTurn, now: now + .seconds(1)))
     }
 
     @Test func memoryIsBoundedWhateverTheNumberOfPlayers() {
         let limits = PlayerLimits(perSecond: 10, capacity: 1_000, stripes: 4)
-        for index in 0..<100_000 { _ = limits.admit("p\(index)", now: .seconds(1)) }
+        for index in 0..<100_000 { _ = limits.admit(PlayerAddress(accid: "p\(index)", provider: "netease"), now: .seconds(1)) }
         #expect(limits.count <= 1_000)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import Protocol
 import Synchronization
@@ -99,7 +100,7 @@ import Testing
         try store.write([.game(Self.game("open")), .game(Self.game("closed", outcome: .won))])
         let json = try JSONEncoder().encode(GameList(games: try store.gamesNow(machine: "m1", limit: 10, offset: 0)))
         let games = try #require(try JSONSerialization.jsonObject(with: json) as? [String: [[String: Any]]])["games"] ?? []
-        let fields: Set = ["id", "machine", "player", "nick", "outcome", "offered_at", "started_at", "ended_at", "commands"]
+        let fields: Set = ["id", "machine", "player", "provider", "nick", "outcome", "offered_at", "started_at", "ended_at", "commands"]
         #expect(games.count == 2)
         for game in games { #expect(Set(game.keys) == fields) }
         let open = try #require(games.first { $0["id"] as? String == "open" })
@@ -107,6 +108,41 @@ import Testing
         let closed = try #require(games.first { $0["id"] as? String == "closed" })
         #expect(closed["outcome"] as? String == "won" && closed["ended_at"] is String)
         #expect(closed["started_at"] is NSNull, "never started: null, not left out")
+        try store.close()
+    }
+
+    /// A file of the first schema, where a queue entry was keyed by account
+    /// alone, opens with every row and its provider kept, and then takes the
+    /// same account for another provider.
+    @Test func aFileOfTheFirstSchemaIsMigratedKeepingEveryRowsProvider() throws {
+        let directory = try TemporaryDirectory.make(prefix: "writer")
+        let path = directory.appendingPathComponent("g.sqlite").path
+        let old = try DatabaseQueue(path: path)
+        try old.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                    INSERT INTO grdb_migrations VALUES ('v1');
+                    CREATE TABLE queue_entries (machine TEXT NOT NULL, accid TEXT NOT NULL, nick TEXT NOT NULL, provider TEXT NOT NULL,
+                        ord INTEGER NOT NULL, joined_at TEXT NOT NULL, PRIMARY KEY (machine, accid));
+                    CREATE INDEX queue_entries_order ON queue_entries (machine, ord);
+                    CREATE TABLE games (id TEXT PRIMARY KEY, machine TEXT NOT NULL, player TEXT NOT NULL, nick TEXT NOT NULL,
+                        provider TEXT NOT NULL, offered_at TEXT NOT NULL, started_at TEXT, ended_at TEXT, outcome TEXT,
+                        commands INTEGER NOT NULL DEFAULT 0);
+                    CREATE TABLE machine_meta (machine TEXT PRIMARY KEY, snapshot_seq INTEGER NOT NULL, paused INTEGER NOT NULL DEFAULT 0);
+                    INSERT INTO queue_entries VALUES ('m1', 'alice', 'Alice', 'netease', 1, '2026-11-21T10:00:00.000Z');
+                    INSERT INTO queue_entries VALUES ('m1', 'bob', 'Bob', 'generic', 2, '2026-11-21T10:00:01.000Z');
+                    """)
+        }
+        try old.close()
+        let store = try GameStore(path: path)
+        #expect(try store.restore(machine: "m1").queue == [
+            QueueEntry(accid: "alice", nick: "Alice", provider: "netease"), QueueEntry(accid: "bob", nick: "Bob", provider: "generic"),
+        ])
+        try store.write([.enqueue(machine: "m1", QueueEntry(accid: "alice", nick: "A", provider: "generic"), atHead: false, at: Date())])
+        #expect(try store.queuedNow(machine: "m1") == ["alice", "bob", "alice"], "the generic alice is another player")
+        try store.write([.dequeue(machine: "m1", player: PlayerAddress(accid: "alice", provider: "netease"))])
+        #expect(try store.restore(machine: "m1").queue.map(\.provider) == ["generic", "generic"])
         try store.close()
     }
 

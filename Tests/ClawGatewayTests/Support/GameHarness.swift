@@ -149,8 +149,8 @@ final class GameHarness: Sendable {
 
     /// A player's notification with this wire JSON, answered as the ingress answers it.
     @discardableResult
-    func send(_ player: String, _ json: String, to machine: String = "m1") async -> RequestOutcome {
-        await arcade.handle(PlayerNotification(from: player, to: machine, attach: Array(json.utf8), provider: "test"))
+    func send(_ player: String, _ json: String, to machine: String = "m1", provider: String = "test") async -> RequestOutcome {
+        await arcade.handle(PlayerNotification(from: player, to: machine, attach: Array(json.utf8), provider: provider))
     }
 
     @discardableResult

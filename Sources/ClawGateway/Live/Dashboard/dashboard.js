@@ -287,6 +287,8 @@
           remove.dataset.action = "remove";
           remove.dataset.machine = machine.id;
           remove.dataset.accid = entry.accid;
+          // A player is the pair (provider, account): name both.
+          remove.dataset.provider = entry.provider || "";
           item.append(" ", remove);
         }
         return item;
@@ -415,7 +417,11 @@
     const base = "/v1/machines/" + encodeURIComponent(id);
     const request =
       action === "remove"
-        ? { url: base + "/queue/" + encodeURIComponent(button.dataset.accid), method: "DELETE" }
+        ? {
+            url: base + "/queue/" + encodeURIComponent(button.dataset.accid) +
+              (button.dataset.provider ? "?provider=" + encodeURIComponent(button.dataset.provider) : ""),
+            method: "DELETE",
+          }
         : { url: base + "/" + action, method: "POST" };
     button.disabled = true;
     fetch(request.url, { method: request.method, headers: { Authorization: "Bearer " + token } })
