@@ -421,7 +421,8 @@ final class MQTTClient: Sendable {
                 if state.lastError == nil || rc != MOSQ_ERR_TLS.rawValue { state.lastError = reason }
                 return state.lastError ?? reason
             }
-            if failures == 1 || failures % 10 == 0 {
+            // The first failure of each broker in a row, then every tenth.
+            if failures <= brokers.count || failures % 10 == 0 {
                 logger.warning(
                     "MQTT broker not reachable, retrying",
                     metadata: [

@@ -107,6 +107,22 @@ extension HeavySuites {
             await site.stop()
         }
 
+        @Test func aClusterThatCannotBeReachedKeepsTheSiteNotReadyAndSaysWhy() async throws {
+            // A cluster whose nodes are not running: the ports are free.
+            let cluster = try NATSCluster()
+            let site = try ChainSite(cluster: cluster)
+            try await eventually("readyz to say the link is not connected", timeout: .seconds(20)) {
+                guard let answer = await site.readiness(), answer.status == 503 else { return false }
+                return answer.body.contains("the chain link is not connected to the cluster")
+            }
+            // Every node was tried in turn.
+            try await eventually("every node tried", timeout: .seconds(20)) {
+                cluster.nodes.allSatisfy { site.site.logText.contains("mqtt.broker=127.0.0.1:\($0.mqttPort)") }
+            }
+            #expect(try await HTTP.get("\(site.base)/metrics").body.contains("claw_chain_link_up 0"))
+            await site.stop()
+        }
+
         @Test func aSubscriptionTheClusterRefusesIsABrokenLinkOnReadyz() async throws {
             let cluster = try await NATSCluster.start()
             // arcade-1's user may not read arcade-3's inbox.
