@@ -30,7 +30,8 @@ extension HeavySuites {
                 socket.send(
                     "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n" + Self.notification(from: "ann", #"{"command":6}"#)
                         + Self.notification(from: "ben", #"{"command":7,"serial":4}"#)
-                        + "GET /v1/machines/m1 HTTP/1.1\r\nHost: gw\r\n\r\n")
+                        // A read route answers only to the gateway's own names (SPEC §5).
+                        + "GET /v1/machines/m1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 let responses = socket.readResponses(4, timeout: .seconds(10))
                 #expect(responses.count == 4)
                 guard responses.count == 4 else { return }
