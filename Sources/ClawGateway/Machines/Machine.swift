@@ -13,8 +13,9 @@ import Synchronization
 /// released, the outbox is drained in order by whichever thread gets there
 /// first, usually the caller itself (so a command is published from the
 /// thread that handled the request, with no hop): commands to the PC at
-/// once, everything that tells a player or an operator only when the writes
-/// before it are durable. What waits for a write is drained by whoever
+/// once (but a coin only once the game's start is durable, and the commands
+/// after it behind it), everything that tells a player or an operator only
+/// when the writes before it are durable. What waits for a write is drained by whoever
 /// learns that it is durable: the arcade, from the storage writer's reports,
 /// or a request waiting for its answer (``waitTold(_:timeout:)``). The
 /// writer never calls in here. Once stopped, the machine publishes and

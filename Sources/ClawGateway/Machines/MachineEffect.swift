@@ -4,7 +4,8 @@ import Protocol
 ///
 /// Transitions (``MachineState``) do no I/O: they return these, and the
 /// machine (``Machine``) carries them out after its lock is released, in the
-/// order they were decided. Commands to the PC go out at once; everything
+/// order they were decided. Commands to the PC go out at once, except a
+/// coin (1001) and what is decided behind it (``MachineOutbox``); everything
 /// that tells a player or an operator something waits until the transition's
 /// writes (``Step/writes``) are durable.
 enum MachineEffect: Sendable {

@@ -10,6 +10,14 @@ import Protocol
 /// it waits until its transition's writes are durable, and the batches after
 /// it wait with it to keep their order.
 ///
+/// The coin (1001) is the exception among commands: it starts a game the
+/// PC will play whatever happens to the gateway, so it waits, like a
+/// telling effect, until the game's start is durable; a crash in between
+/// would otherwise leave a PC playing a game recorded as never started.
+/// Every command decided while such a batch waits goes behind it, so that
+/// the PC never gets a move before its coin. Without a coin waiting,
+/// commands go out at once.
+///
 /// Nothing outside the machine drains it: the machine itself after a
 /// transition, and whoever learns from the storage writer's reports that a
 /// ticket is durable (the arcade, or a request waiting for its answer).
@@ -23,12 +31,16 @@ struct MachineOutbox {
     }
 
     private struct Batch {
+        var commands: [(WireMessage, camera: Bool)] = []
         var effects: [MachineEffect]
         var ticket: StorageWriter.Ticket?
     }
 
     private var commands: [(WireMessage, camera: Bool)] = []
     private var tells = Deque<Batch>()
+    /// Batches in `tells` that carry commands: while there is one, every
+    /// command waits in the gated lane too.
+    private var gatedCommandBatches = 0
     /// Set while a thread carries out taken work.
     var draining = false
 
@@ -45,27 +57,50 @@ struct MachineOutbox {
     mutating func discard() {
         commands.removeAll()
         tells.removeAll()
+        gatedCommandBatches = 0
     }
 
-    /// Appends a transition's effects; `ticket` gates the telling ones.
+    /// Forgets the commands of `session` that wait behind a coin: their
+    /// game ended before they could go out.
+    mutating func discardWaitingCommands(session: String) {
+        for index in tells.indices where !tells[index].commands.isEmpty {
+            tells[index].commands.removeAll { $0.0.session == session }
+            if tells[index].commands.isEmpty { gatedCommandBatches -= 1 }
+        }
+    }
+
+    /// Appends a transition's effects; `ticket` gates the telling ones, and
+    /// its commands too when it puts a coin in or a coin still waits.
     mutating func append(_ effects: [MachineEffect], ticket: StorageWriter.Ticket?) {
         var telling: [MachineEffect] = []
+        var decided: [(WireMessage, camera: Bool)] = []
         for effect in effects {
             if case .command(let message, let camera) = effect {
-                commands.append((message, camera))
+                decided.append((message, camera))
             } else {
                 telling.append(effect)
             }
         }
+        let gated = gatedCommandBatches > 0 || decided.contains { $0.0.code == .addCoins }
+        if gated, !decided.isEmpty {
+            gatedCommandBatches += 1
+            tells.append(Batch(commands: decided, effects: telling, ticket: ticket))
+            return
+        }
+        commands += decided
         if !telling.isEmpty { tells.append(Batch(effects: telling, ticket: ticket)) }
     }
 
-    /// Takes every command, and the telling batches up to the first whose writes are not durable yet.
+    /// Takes the commands that wait for nothing, then the batches, commands
+    /// and telling effects, up to the first whose writes are not durable yet.
     mutating func takeReady(isDurable: (StorageWriter.Ticket) -> Bool) -> Work {
         var work = Work()
         swap(&work.commands, &commands)
         while let first = tells.first, first.ticket.map(isDurable) ?? true {
-            work.tells += tells.removeFirst().effects
+            let batch = tells.removeFirst()
+            if !batch.commands.isEmpty { gatedCommandBatches -= 1 }
+            work.commands += batch.commands
+            work.tells += batch.effects
         }
         return work
     }

@@ -38,7 +38,7 @@ import Testing
         await game.stop()
     }
 
-    @Test func tellingWaitsForTheDiskButCommandsToThePCDoNot() async throws {
+    @Test func tellingAndTheCoinWaitForTheDiskAndTheMovesAfterTheCoinWaitBehindIt() async throws {
         // The writer is not started: every write stays pending.
         let game = try GameHarness(settings: GameSettings(commandEvents: true), startWriter: false)
         game.arcade.route(MQTTMessage(topic: "claw/m1/state", payload: Array("online".utf8), retain: true))
@@ -55,11 +55,12 @@ import Testing
             return
         }
         #expect(move.1 == nil, "a move writes nothing")
-        #expect(game.commands.map(\.code) == [.addCoins, .move], "commands went out at once, in order")
+        #expect(game.commands.isEmpty, "the coin waits for the game's start to be durable, the move behind it")
         #expect(game.events.isEmpty, "events keep their order behind the pending writes")
 
         game.writer.start()
         await game.settle()
+        #expect(game.commands.map(\.code) == [.addCoins, .move], "the coin, then the move")
         #expect(game.events.map(\.type) == [.online, .joined, .offered, .accepted, .command])
         #expect(game.events.map(\.seq) == Array(1...5))
         #expect(game.offer(to: "alice") == "s-m1-1")
