@@ -135,7 +135,7 @@ final class RequestReadClock {
     private var running: Scheduled<Void>?
 
     init(timeout: Duration) {
-        self.timeout = .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+        self.timeout = TimeAmount(timeout)
     }
 
     /// Bytes of a request arrived: start the clock if it is not running.

@@ -164,15 +164,10 @@ final class IngressFastPath: ChannelDuplexHandler {
         case .afterWrite(let ticket, let answer) where ingress.arcade.writer.isDurable(ticket):
             respond(answer(true), path: path, context: context)
         case .afterWrite(let ticket, let answer):
-            let writer = ingress.arcade.writer
-            let eventLoop = context.eventLoop
-            let bound = NIOLoopBound((handler: self, context: context), eventLoop: eventLoop)
-            Task {
-                let durable = await writer.waitDurable(ticket, timeout: Arcade.durabilityWait)
-                eventLoop.execute {
-                    let (handler, context) = bound.value
-                    handler.respond(answer(durable), path: path, context: context)
-                }
+            let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+            ingress.arcade.writer.whenDurable(ticket, timeout: Arcade.durabilityWait, on: context.eventLoop) { durable in
+                let (handler, context) = bound.value
+                handler.respond(answer(durable), path: path, context: context)
             }
         }
     }

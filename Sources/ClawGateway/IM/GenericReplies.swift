@@ -18,7 +18,7 @@ struct GenericReplies: ReplyDelivery {
         let request = GenericEnvelope.signedRequest(
             url: url, secret: settings.secret, from: reply.machineAccount, to: reply.player, attach: reply.attach, as: .reply)
         do {
-            let response = try await client.execute(request, timeout: .nanoseconds(Int64(settings.replyTimeout.seconds * 1e9)))
+            let response = try await client.execute(request, timeout: TimeAmount(settings.replyTimeout))
             _ = try await response.body.collect(upTo: 64 * 1024)
             return (200..<300).contains(response.status.code) ? .sent : .failed("HTTP \(response.status.code)")
         } catch {

@@ -28,7 +28,7 @@ struct NetEaseReplies: ReplyDelivery {
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded;charset=utf-8")
         request.body = .bytes(ByteBuffer(string: form))
         do {
-            let response = try await client.execute(request, timeout: .nanoseconds(Int64(settings.replyTimeout.seconds * 1e9)))
+            let response = try await client.execute(request, timeout: TimeAmount(settings.replyTimeout))
             let body = try await response.body.collect(upTo: 64 * 1024)
             guard response.status == .ok else { return .failed("HTTP \(response.status.code)") }
             let code = (try? JSONObjectReader.fields(in: body.readableBytesView))?.first { $0.key == "code" }.map { field in

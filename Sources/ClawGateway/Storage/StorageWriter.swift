@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import NIOCore
 import Synchronization
 
 /// The one writer of the SQLite file: a thread of its own that takes the
@@ -60,7 +61,9 @@ final class StorageWriter: Sendable {
         var issued: UInt64 = 0
         /// Every ticket up to this one is durable.
         var durable: UInt64 = 0
-        var waiters: [Int: (ticket: UInt64, continuation: CheckedContinuation<Bool, Never>)] = [:]
+        /// Who waits for a ticket, by id: told true once it is durable,
+        /// false when the writer stops first (or the waiter gives up).
+        var waiters: [Int: (ticket: UInt64, done: @Sendable (Bool) -> Void)] = [:]
         var nextWaiter = 0
         /// Game records of failed commits, by id, the latest of each.
         var unsaved: [String: GameRow] = [:]
@@ -144,23 +147,51 @@ final class StorageWriter: Sendable {
     }
 
     private func waitDurable(_ ticket: Ticket) async -> Bool {
-        let id = state.withLock { state in
+        let id = newWaiterID()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                wait(for: ticket, id: id, cancelled: { Task.isCancelled }) { continuation.resume(returning: $0) }
+            }
+        } onCancel: {
+            giveUp(id)
+        }
+    }
+
+    /// Calls `done` on `eventLoop` once `ticket` is durable (true), or when
+    /// the writer stops first or `timeout` passes (false): for a handler on
+    /// an event loop, which must not wait, nor start a task to wait for it.
+    func whenDurable(
+        _ ticket: Ticket, timeout: Duration, on eventLoop: any EventLoop, _ done: @escaping @Sendable (Bool) -> Void
+    ) {
+        let id = newWaiterID()
+        let deadline = eventLoop.scheduleTask(in: TimeAmount(timeout)) { [self] in giveUp(id) }
+        wait(for: ticket, id: id, cancelled: { false }) { durable in
+            deadline.cancel()
+            eventLoop.execute { done(durable) }
+        }
+    }
+
+    private func newWaiterID() -> Int {
+        state.withLock { state in
             state.nextWaiter += 1
             return state.nextWaiter
         }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let answer: Bool? = state.withLock { state in
-                    if ticket.number <= state.durable { return true }
-                    if state.stopped || Task.isCancelled { return false }
-                    state.waiters[id] = (ticket.number, continuation)
-                    return nil
-                }
-                if let answer { continuation.resume(returning: answer) }
-            }
-        } onCancel: {
-            state.withLock { $0.waiters.removeValue(forKey: id) }?.continuation.resume(returning: false)
+    }
+
+    /// Registers `done` for `ticket`, or calls it at once when the answer is known.
+    private func wait(for ticket: Ticket, id: Int, cancelled: () -> Bool, _ done: @escaping @Sendable (Bool) -> Void) {
+        let answer: Bool? = state.withLock { state in
+            if ticket.number <= state.durable { return true }
+            if state.stopped || cancelled() { return false }
+            state.waiters[id] = (ticket.number, done)
+            return nil
         }
+        if let answer { done(answer) }
+    }
+
+    /// A waiter that stops waiting is told false, unless it was told already.
+    private func giveUp(_ id: Int) {
+        state.withLock { $0.waiters.removeValue(forKey: id) }?.done(false)
     }
 
     /// Waits until everything submitted so far is durable (or the writer stopped).
@@ -290,14 +321,14 @@ final class StorageWriter: Sendable {
         if ticket > durableMark.load(ordering: .relaxed) { durableMark.store(ticket, ordering: .releasing) }
         let ready = state.withLock { state in
             state.durable = max(state.durable, ticket)
-            var ready: [CheckedContinuation<Bool, Never>] = []
+            var ready: [@Sendable (Bool) -> Void] = []
             for (id, waiter) in state.waiters where waiter.ticket <= ticket {
-                ready.append(waiter.continuation)
+                ready.append(waiter.done)
                 state.waiters[id] = nil
             }
             return ready
         }
-        for continuation in ready { continuation.resume(returning: true) }
+        for done in ready { done(true) }
         reporter.yield(.durable(machines: Array(Set(indices)).sorted()))
     }
 
@@ -308,12 +339,12 @@ final class StorageWriter: Sendable {
                 state.waiters.removeAll()
                 state.finished.removeAll()
             }
-            return (state.waiters.values.map(\.continuation), state.finished, state.unsaved.count + state.queue.count)
+            return (state.waiters.values.map(\.done), state.finished, state.unsaved.count + state.queue.count)
         }
         if lost > 0 {
             logger.error("Storage stopped with writes it could not make", metadata: ["storage.unwritten": .stringConvertible(lost)])
         }
-        for waiter in waiters { waiter.resume(returning: false) }
+        for done in waiters { done(false) }
         reporter.finish()
         do {
             try store.close()

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import NIOPosix
 import Protocol
 import Synchronization
 import Testing
@@ -38,6 +39,40 @@ import Testing
                 }
             }
         }
+    }
+
+    /// What the ingress's fast path waits with: told on its own event loop,
+    /// true once durable, false when the deadline passes or the writer stops.
+    @Test func anEventLoopIsToldOnItsOwnThreadWhetherATicketBecameDurable() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "writer")
+        let store = try GameStore(path: directory.appendingPathComponent("g.sqlite").path)
+        let writer = StorageWriter(store: store, logger: Logger(label: "test"))
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        func told(_ ticket: StorageWriter.Ticket, timeout: Duration) async -> (durable: Bool, onLoop: Bool) {
+            await withCheckedContinuation { continuation in
+                writer.whenDurable(ticket, timeout: timeout, on: loop) { durable in
+                    continuation.resume(returning: (durable, loop.inEventLoop))
+                }
+            }
+        }
+        // Not started: nothing is committed, so the deadline answers.
+        let waiting = writer.submit([.game(Self.game("w1"))], machine: 0)
+        let expired = await told(waiting, timeout: .milliseconds(50))
+        #expect(expired.durable == false && expired.onLoop)
+
+        let machines = FakeMachines()
+        let reading = machines.read(writer)
+        writer.start()
+        let ticket = writer.submit([.game(Self.game("w2"))], machine: 0)
+        let durable = await told(ticket, timeout: .seconds(30))
+        #expect(durable.durable && durable.onLoop)
+        #expect(await told(waiting, timeout: .seconds(30)).durable, "an earlier ticket is durable too")
+
+        await writer.stop()
+        await reading.value
+        let afterStop = writer.submit([.game(Self.game("w3"))], machine: 0)
+        let stopped = await told(afterStop, timeout: .seconds(30))
+        #expect(stopped.durable == false && stopped.onLoop, "a stopped writer answers at once, not at the deadline")
     }
 
     @Test func ticketsBecomeDurableInOrderAndTheMachinesAreTold() async throws {
