@@ -12,6 +12,9 @@ struct IngressAnswer: Sendable, Equatable {
     static func error(_ status: HTTPResponse.Status, code: String, _ message: String) -> IngressAnswer {
         IngressAnswer(status: status, body: JSONObjectWriter.object([("code", .string(code)), ("message", .string(message))]))
     }
+
+    /// A body over ``JSONResponse/maxBody``: the fast path's answer and the router's alike.
+    static let payloadTooLarge = error(.contentTooLarge, code: "payload_too_large", "Bodies may be at most \(JSONResponse.maxBody) bytes.")
 }
 
 /// What the ingress made of a request: an answer now, or one once what the

@@ -124,7 +124,7 @@ final class IngressFastPath: ChannelDuplexHandler {
                 // Refused before the rest is read; the connection cannot be reused.
                 state = .closing
                 respond(
-                    .error(.contentTooLarge, code: "payload_too_large", "Bodies may be at most \(JSONResponse.maxBody) bytes."),
+                    .payloadTooLarge,
                     path: path, context: context, close: true)
                 return
             }

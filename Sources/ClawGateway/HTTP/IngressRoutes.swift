@@ -28,9 +28,7 @@ struct IngressRoutes<Context: RequestContext>: Sendable {
         }
         let headers = request.headers(named: names)
         let answer = await Ingress.finish(ingress.handle(route, body: body, header: { headers[$0] }), writer: ingress.arcade.writer)
-        return Response(
-            status: answer.status, headers: [.contentType: "application/json"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
+        return JSONResponse.make(answer)
     }
 }
 

@@ -12,6 +12,13 @@ enum JSONResponse {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 
+    /// The ingress's answer as a response of the router.
+    static func make(_ answer: IngressAnswer) -> Response {
+        Response(
+            status: answer.status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
+    }
+
     static func error(_ status: HTTPResponse.Status, code: String, _ message: String) -> Response {
         make(status, APIError(code: code, message: message))
     }
@@ -50,7 +57,7 @@ struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     static func response(for status: HTTPResponse.Status) -> Response {
         switch status {
         case .contentTooLarge:
-            JSONResponse.error(status, code: "payload_too_large", "Bodies may be at most \(JSONResponse.maxBody) bytes.")
+            JSONResponse.make(IngressAnswer.payloadTooLarge)
         case .notFound:
             JSONResponse.error(status, code: "not_found", "No such route.")
         case .methodNotAllowed:
