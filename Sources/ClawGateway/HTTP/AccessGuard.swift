@@ -48,7 +48,7 @@ struct AccessPolicy: Sendable {
 
     /// Throws the answer (421, 429, 401) when `request` may not go on.
     /// - Parameter client: the throttle's key (nil: a Unix socket's client).
-    func check(_ request: Request, client: ClientAddress?, scope: Scope) throws(APIFailure) {
+    func check(_ request: Request, client: ClientAddress?, scope: Scope) throws(Refusal) {
         let host = request.head.authority.flatMap(Self.hostName(ofHostHeader:))
         guard let host, hosts.contains(host) else { throw .misdirected }
         let accepted: [String]

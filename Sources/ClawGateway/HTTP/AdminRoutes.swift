@@ -33,9 +33,9 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
                 return try await answer(machine, "remove", (true, ticket))
             case .notFound:
                 let whose = provider.map { "\(accid) of \($0)" } ?? accid
-                return JSONResponse.error(.notFound, code: "not_in_queue", "\(whose) is not in the queue of \(machine.id).")
+                throw Refusal(.notFound, code: ErrorCode.notInQueue.rawValue, "\(whose) is not in the queue of \(machine.id).")
             case .ambiguous(let providers):
-                return JSONResponse.error(
+                throw Refusal(
                     .conflict, code: "ambiguous",
                     "\(accid) is in the queue of \(machine.id) for \(providers.joined(separator: " and ")); "
                         + "say which with ?provider=\(providers.joined(separator: " or ?provider=")).")
@@ -47,7 +47,7 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
     private func answer(_ machine: Machine, _ action: String, _ result: (Bool, StorageWriter.Ticket?)) async throws -> Response {
         let (changed, ticket) = result
         if let ticket, await !arcade.writer.waitDurable(ticket, timeout: Arcade.durabilityWait) {
-            throw APIFailure.unavailable("The action was taken but could not be saved yet; storage is failing (see /readyz).")
+            throw Refusal.unavailable("The action was taken but could not be saved yet; storage is failing (see /readyz).")
         }
         return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: action, changed: changed))
     }

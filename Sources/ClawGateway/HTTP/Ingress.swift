@@ -9,12 +9,9 @@ struct IngressAnswer: Sendable, Equatable {
     var body: [UInt8]
 
     /// `{"code","message"}`, as every 4xx and 5xx of the gateway.
-    static func error(_ status: HTTPResponse.Status, code: String, _ message: String) -> IngressAnswer {
-        IngressAnswer(status: status, body: JSONObjectWriter.object([("code", .string(code)), ("message", .string(message))]))
+    static func error(_ refusal: Refusal) -> IngressAnswer {
+        IngressAnswer(status: refusal.status, body: refusal.body)
     }
-
-    /// A body over ``JSONResponse/maxBody``: the fast path's answer and the router's alike.
-    static let payloadTooLarge = error(.contentTooLarge, code: "payload_too_large", "Bodies may be at most \(JSONResponse.maxBody) bytes.")
 }
 
 /// What the ingress made of a request: an answer now, or one once what the
@@ -97,8 +94,8 @@ struct Ingress: Sendable {
             warnRefused("netease.\(error.kind)", "NetEase copy refused", reason: error.message)
             return .now(
                 error.kind == .unauthorized
-                    ? .error(.unauthorized, code: "unauthorized", error.message)
-                    : .error(.badRequest, code: "bad_request", error.message))
+                    ? .error(.badSignature(error.message))
+                    : .error(.badRequest(error.message)))
         }
         switch copy {
         case .addressCheck:
@@ -154,13 +151,13 @@ struct Ingress: Sendable {
             GatewayMetrics.notification(provider: "generic", result: "unauthorized")
             return .now(
                 .error(
-                    .unauthorized, code: "unauthorized",
-                    "The \(GenericEnvelope.timestampHeader) and \(GenericEnvelope.signatureHeader) headers are required."))
+                    .badSignature(
+                        "The \(GenericEnvelope.timestampHeader) and \(GenericEnvelope.signatureHeader) headers are required.")))
         }
         let expected = Signatures.genericSignature(secret: settings.secret, timestamp: timestamp, body: body)
         guard Signatures.hexEqual(signature, expected) else {
             GatewayMetrics.notification(provider: "generic", result: "unauthorized")
-            return .now(.error(.unauthorized, code: "unauthorized", "The signature does not match; check im.generic.secret."))
+            return .now(.error(.badSignature("The signature does not match; check im.generic.secret.")))
         }
         let now = now()
         guard let seconds = Int64(timestamp),
@@ -168,24 +165,21 @@ struct Ingress: Sendable {
         else {
             GatewayMetrics.notification(provider: "generic", result: "unauthorized")
             return .now(
-                .error(
-                    .unauthorized, code: "unauthorized",
-                    "\(GenericEnvelope.timestampHeader) must be Unix seconds within the allowed clock skew."))
+                .error(.badSignature("\(GenericEnvelope.timestampHeader) must be Unix seconds within the allowed clock skew.")))
         }
         guard replays.accept(signature: signature, timestamp: seconds, now: now) else {
             GatewayMetrics.notification(provider: "generic", result: "replayed")
             warnRefused("generic.replayed", "Generic notification replayed", reason: "the same signed bytes were already accepted")
             return .now(
                 .error(
-                    .conflict, code: "replayed",
-                    "These signed bytes were already accepted; send each notification once, with its own timestamp and signature."))
+                    Refusal(
+                        .conflict, code: "replayed",
+                        "These signed bytes were already accepted; send each notification once, with its own timestamp and signature.")))
         }
         guard let envelope = GenericEnvelope.decode(body) else {
             GatewayMetrics.notification(provider: "generic", result: "malformed")
             return .now(
-                .error(
-                    .badRequest, code: "bad_request",
-                    #"The body must be a JSON object {"from":string,"to":string,"attach":string or object}."#))
+                .error(.badRequest(#"The body must be a JSON object {"from":string,"to":string,"attach":string or object}."#)))
         }
         let (outcome, ticket) = arcade.handleNow(
             PlayerNotification(from: envelope.from, to: envelope.to, attach: envelope.attach, provider: "generic"))
@@ -209,16 +203,8 @@ struct Ingress: Sendable {
         }
         switch outcome {
         case .rejected(let error):
-            switch error.code {
-            case .invalidPayload, .unknownCommand:
-                return .error(.unprocessableContent, code: error.code.rawValue, error.message)
-            case .unknownMachine:
-                return .error(.notFound, code: error.code.rawValue, error.message)
-            case .rateLimited:
-                return .error(.tooManyRequests, code: error.code.rawValue, error.message)
-            default:
-                return ok([("code", .string(error.code.rawValue)), ("message", .string(error.message)), ("result", "rejected")])
-            }
+            if let refusal = Refusal(error) { return .error(refusal) }
+            return ok([("code", .string(error.code.rawValue)), ("message", .string(error.message)), ("result", "rejected")])
         case .forwarded(let serial):
             return ok([("result", "forwarded"), ("serial", .integer(serial))])
         case .queued(let position, let length):

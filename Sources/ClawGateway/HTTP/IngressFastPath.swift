@@ -124,7 +124,7 @@ final class IngressFastPath: ChannelDuplexHandler {
                 // Refused before the rest is read; the connection cannot be reused.
                 state = .closing
                 respond(
-                    .payloadTooLarge,
+                    .error(.payloadTooLarge),
                     path: path, context: context, close: true)
                 return
             }

@@ -19,8 +19,13 @@ enum JSONResponse {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
 
-    static func error(_ status: HTTPResponse.Status, code: String, _ message: String) -> Response {
-        make(status, APIError(code: code, message: message))
+    /// A refusal's `{"code","message"}`, with `Retry-After` when it has one.
+    static func error(_ refusal: Refusal) -> Response {
+        var response = Response(
+            status: refusal.status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: refusal.body)))
+        if let seconds = refusal.retryAfter { response.headers[.retryAfter] = String(seconds) }
+        return response
     }
 
     private static var encoder: JSONEncoder {
@@ -30,12 +35,6 @@ enum JSONResponse {
     }
 }
 
-/// The body of every 4xx and 5xx.
-struct APIError: Codable, Equatable {
-    var code: String
-    var message: String
-}
-
 /// Turns every error that escapes a route (unknown route, body too large,
 /// bad parameters) into a JSON error, and counts requests by route and status.
 struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -43,27 +42,24 @@ struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         let response: Response
         do {
             response = try await next(request, context)
-        } catch let failure as APIFailure {
-            response = try failure.response(from: request, context: context)
+        } catch let refusal as Refusal {
+            response = JSONResponse.error(refusal)
         } catch let error as any HTTPResponseError {
-            response = Self.response(for: error.status)
+            response = JSONResponse.error(Self.refusal(for: error.status))
         } catch {
-            response = JSONResponse.error(.internalServerError, code: "internal_error", "The gateway failed to handle the request.")
+            response = JSONResponse.error(.failed)
         }
         GatewayMetrics.httpRequest(route: context.endpointPath ?? "unmatched", status: response.status.code)
         return response
     }
 
-    static func response(for status: HTTPResponse.Status) -> Response {
+    /// What Hummingbird's own errors (no route, a body too large) are refused as.
+    static func refusal(for status: HTTPResponse.Status) -> Refusal {
         switch status {
-        case .contentTooLarge:
-            JSONResponse.make(IngressAnswer.payloadTooLarge)
-        case .notFound:
-            JSONResponse.error(status, code: "not_found", "No such route.")
-        case .methodNotAllowed:
-            JSONResponse.error(status, code: "method_not_allowed", "This route does not take that method.")
-        default:
-            JSONResponse.error(status, code: "bad_request", status.reasonPhrase)
+        case .contentTooLarge: .payloadTooLarge
+        case .notFound: .noRoute
+        case .methodNotAllowed: .wrongMethod
+        default: Refusal(status, code: "bad_request", status.reasonPhrase)
         }
     }
 }

@@ -46,7 +46,7 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
             reasons.append("storage cannot be read")
         }
         guard reasons.isEmpty else {
-            return JSONResponse.error(.serviceUnavailable, code: "not_ready", reasons.joined(separator: "; "))
+            return JSONResponse.error(.notReady(reasons))
         }
         return JSONResponse.make(.ok, ["status": "ready"])
     }
@@ -58,7 +58,7 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
     private static func integer(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text = request.uri.queryParameters[Substring(name)] else { return value }
         guard let number = Int(text), range.contains(number) else {
-            throw APIFailure.badParameter(name, "must be an integer from \(range.lowerBound) to \(range.upperBound == Int.max ? "any" : String(range.upperBound))")
+            throw Refusal.badParameter(name, "must be an integer from \(range.lowerBound) to \(range.upperBound == Int.max ? "any" : String(range.upperBound))")
         }
         return number
     }
@@ -66,7 +66,7 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
 
 extension Arcade {
     /// The machine named by the route's `:id`, or a 404 `unknown_machine`.
-    func machine(in context: some RequestContext) throws(APIFailure) -> Machine {
+    func machine(in context: some RequestContext) throws(Refusal) -> Machine {
         let id = try context.pathParameter("id")
         guard let machine = machine(id) else { throw .unknownMachine(id) }
         return machine
@@ -78,63 +78,12 @@ extension RequestContext {
     /// a browser writes `小明` as `%E5%B0%8F%E6%98%8E` and `a b` as `a%20b`.
     /// Every route reads its parameters through here. Bytes that are not
     /// UTF-8 once decoded are a 400, never a name that matches nothing.
-    func pathParameter(_ name: String) throws(APIFailure) -> String {
+    func pathParameter(_ name: String) throws(Refusal) -> String {
         let raw = parameters.get(name) ?? ""
         guard let decoded = raw.removingPercentEncoding else {
             throw .badParameter(name, "is not valid percent-encoded UTF-8")
         }
         return decoded
-    }
-}
-
-/// An API failure that becomes a JSON 4xx.
-enum APIFailure: Error, HTTPResponseError {
-    case unknownMachine(String)
-    case badParameter(String, String)
-    /// No token, or a wrong one, for a route of this scope.
-    case unauthorized(AccessPolicy.Scope)
-    /// `Host` names another site.
-    case misdirected
-    /// Too many wrong tokens from this address; it may try again in so many seconds.
-    case throttled(retryAfter: Int)
-    case unavailable(String)
-
-    var status: HTTPResponse.Status {
-        switch self {
-        case .unknownMachine: .notFound
-        case .badParameter: .badRequest
-        case .unauthorized: .unauthorized
-        case .misdirected: .misdirectedRequest
-        case .throttled: .tooManyRequests
-        case .unavailable: .serviceUnavailable
-        }
-    }
-
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        switch self {
-        case .unknownMachine(let id):
-            return JSONResponse.error(status, code: ErrorCode.unknownMachine.rawValue, "There is no machine \"\(id)\" here.")
-        case .badParameter(let name, let rule):
-            return JSONResponse.error(status, code: "bad_request", "\(name) \(rule).")
-        case .unauthorized(.admin):
-            return JSONResponse.error(status, code: "unauthorized", "Send the admin token as Authorization: Bearer <token>.")
-        case .unauthorized:
-            return JSONResponse.error(
-                status, code: "unauthorized", "Send the read token (http.read_token) or the admin token as Authorization: Bearer <token>.")
-        case .misdirected:
-            // The name is not echoed: it is the visitor's browser that reads the answer.
-            return JSONResponse.error(
-                status, code: "unknown_host",
-                "This gateway does not answer to that Host; open it by its own address, or add the name to http.allowed_hosts.")
-        case .throttled(let seconds):
-            var response = JSONResponse.error(
-                status, code: "too_many_failures",
-                "Too many wrong tokens from this address; try again in \(seconds) s with the right one.")
-            response.headers[.retryAfter] = String(seconds)
-            return response
-        case .unavailable(let message):
-            return JSONResponse.error(status, code: ErrorCode.gatewayUnavailable.rawValue, message)
-        }
     }
 }
 

@@ -92,14 +92,14 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
     private static func refused(_ refusal: ArcadeFeed.Refusal) -> Response {
         switch refusal {
         case .overShare:
-            JSONResponse.error(
+            JSONResponse.error(Refusal(
                 .tooManyRequests, code: "too_many_streams",
-                "This address already reads \(ArcadeFeed.maxClientsPerAddress) streams; close one before opening another.")
+                "This address already reads \(ArcadeFeed.maxClientsPerAddress) streams; close one before opening another."))
         case .full:
-            JSONResponse.error(
-                .serviceUnavailable, code: "streams_full", "At most \(ArcadeFeed.maxClients) streams are served at once; try again later.")
+            JSONResponse.error(Refusal(
+                .serviceUnavailable, code: "streams_full", "At most \(ArcadeFeed.maxClients) streams are served at once; try again later."))
         case .stopped:
-            JSONResponse.error(.serviceUnavailable, code: "stopping", "The gateway is stopping; connect again once it is back.")
+            JSONResponse.error(Refusal(.serviceUnavailable, code: "stopping", "The gateway is stopping; connect again once it is back."))
         }
     }
 
