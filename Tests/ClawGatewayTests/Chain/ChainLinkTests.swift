@@ -166,7 +166,8 @@ extension HeavySuites {
             }
             let noticed = ContinuousClock().now - stopped
             print("chain link re-established \(noticed) after the last beat was published")
-            #expect(noticed > .seconds(5) && noticed < .seconds(8), "noticed after \(noticed)")
+            // Not before 5 s of silence; the upper bound leaves room for a loaded machine.
+            #expect(noticed > .seconds(5) && noticed < .seconds(12), "noticed after \(noticed)")
             // And up again: reconnected, subscribed, ready.
             try await eventually("the link up again", timeout: .seconds(20)) {
                 site.site.logText.components(separatedBy: "Chain link up").count > 2
