@@ -168,14 +168,21 @@ final class Machine: Sendable {
         }
     }
 
-    /// Publishes the retained snapshot as it is, e.g. after a reconnect.
+    /// After every (re)connect to the broker: ends a game whose coin went
+    /// out on the connection that is gone and was never acked
+    /// (``MachineState/brokerReconnected(_:)``), else publishes the retained
+    /// snapshot as it is.
     func republish() {
-        let now = environment.clock.moment()
-        guarded.withLock { guarded in
-            guard !guarded.stopped else { return }
-            guarded.outbox.append(guarded.game.republish(at: now), ticket: nil)
-        }
-        drain()
+        endGameOfLostCoin { game, context in game.brokerReconnected(context) }
+    }
+
+    /// Runs a transition that may end a game whose coin the PC cannot be
+    /// known to have got; the commands of that game still waiting behind a
+    /// coin are forgotten in the same breath, so none of them reaches the PC.
+    private func endGameOfLostCoin(_ body: (inout MachineState, TransitionContext) -> Step<String?>) {
+        _ = transition(body, then: { guarded, ended in
+            if let ended { guarded.outbox.discardWaitingCommands(session: ended) }
+        })
     }
 
     /// Ends the machine: nothing is published or told after this, whatever
@@ -270,7 +277,8 @@ final class Machine: Sendable {
     /// Runs one transition under the lock, then carries out its effects.
     private func transition<Outcome: Sendable>(
         _ body: (inout MachineState, TransitionContext) -> Step<Outcome>,
-        afterwards: (inout Guarded) -> Void = { _ in }
+        afterwards: (inout Guarded) -> Void = { _ in },
+        then: (inout Guarded, Outcome) -> Void = { _, _ in }
     ) -> (Outcome, StorageWriter.Ticket?) {
         let connected = environment.publisher.isConnected
         let writable = environment.writer.isWritable
@@ -280,6 +288,7 @@ final class Machine: Sendable {
                 now: environment.clock.moment(), brokerConnected: connected, storageWritable: writable)
             let step = body(&guarded.game, context)
             let ticket = step.writes.isEmpty ? nil : environment.writer.submit(step.writes, machine: index)
+            then(&guarded, step.outcome)
             if !step.effects.isEmpty, !guarded.stopped {
                 guarded.outbox.append(step.effects, ticket: ticket)
             }
@@ -320,14 +329,31 @@ final class Machine: Sendable {
     }
 
     private func run(_ work: MachineOutbox.Work) {
+        // Coins that could not be published, and their games: nothing more of those goes out.
+        var lostCoins: [Int64] = []
+        var lostSessions: Set<String> = []
         for (message, camera) in work.commands where !halted.load(ordering: .acquiring) {
             let topic = camera ? topics.camera : topics.control
+            if let session = message.session, lostSessions.contains(session) {
+                metrics.commandsLost.increment()
+                continue
+            }
             do {
                 try environment.publisher.publish(topic, payload: message.encoded(), qos: .atMostOnce, retain: false)
                 metrics.stats.commandSent()
             } catch {
                 metrics.commandsLost.increment()
                 logger.warning("Command not published", metadata: ["mqtt.topic": .string(topic), "mqtt.error": .string(error.message)])
+                if message.code == .addCoins, let serial = message.serial {
+                    lostCoins.append(serial)
+                    if let session = message.session { lostSessions.insert(session) }
+                }
+            }
+        }
+        defer {
+            // After what this work tells: the game's end is told after its start.
+            for serial in lostCoins where !halted.load(ordering: .acquiring) {
+                endGameOfLostCoin { game, context in game.coinNotPublished(serial: serial, context) }
             }
         }
         for effect in work.tells where !halted.load(ordering: .acquiring) {

@@ -218,8 +218,63 @@ extension MachineState {
                 fx.snapshotChanged = true
                 emit(.suspect, &fx)
             }
+            if pending.command == .addCoins { endGameOfLostCoin(pending.session, reason: Self.coinNotAcked, &fx) }
         }
         return finish((), &fx)
+    }
+
+    // MARK: The coin
+
+    /// `reason` of the `game_ended` of a game whose coin (1001) was not acked within `ack_timeout`.
+    static let coinNotAcked = "coin_not_acked"
+    /// ... whose coin was published on a broker connection that is gone, unacked.
+    static let coinConnectionLost = "coin_connection_lost"
+    /// ... whose coin could not be published.
+    static let coinNotPublished = "coin_not_published"
+
+    /// The gateway reconnected to the broker: a coin still unacked went out
+    /// on the connection that is gone (QoS 0, never sent again), so its game
+    /// ends before any later command of it goes out. Otherwise the snapshot
+    /// is republished as it is.
+    ///
+    /// - Returns: the session of the game that ended, if any.
+    mutating func brokerReconnected(_ context: TransitionContext) -> Step<String?> {
+        guard let session = phase.turn?.session, let serial = acks.coin(for: session) else {
+            return Step(outcome: nil, effects: republish(at: context.now), writes: [])
+        }
+        var fx = Effects(context)
+        _ = acks.remove(serial)
+        endGameOfLostCoin(session, reason: Self.coinConnectionLost, &fx)
+        return finish(session, &fx)
+    }
+
+    /// Publishing the coin `serial` failed: the PC never got it.
+    ///
+    /// - Returns: the session of the game that ended, if any.
+    mutating func coinNotPublished(serial: Int64, _ context: TransitionContext) -> Step<String?> {
+        var fx = Effects(context)
+        guard let pending = acks.remove(serial), pending.command == .addCoins else { return finish(nil, &fx) }
+        let ended = endGameOfLostCoin(pending.session, reason: Self.coinNotPublished, &fx)
+        return finish(ended ? pending.session : nil, &fx)
+    }
+
+    /// Ends the game of a coin the PC cannot be known to have got, if it is
+    /// still the current one: the coin's ack is the PC's word that the game
+    /// started, and a game the PC never started must not take the player's
+    /// commands (docs/PROTOCOL.md). Ends it `machine_offline`, told to its
+    /// player like any turn that ends without them; the `game_ended` event
+    /// carries `reason`.
+    @discardableResult
+    private mutating func endGameOfLostCoin(_ session: String?, reason: String, _ fx: inout Effects) -> Bool {
+        guard let session, let turn = phase.turn, turn.session == session else { return false }
+        switch phase {
+        case .playing, .awaitingResult: break
+        case .offered, .idle: return false
+        }
+        endTurn(.machineOffline, reason: reason, &fx)
+        let ended = "\(machine.name) did not confirm the start of your game; it has ended. Join again to play."
+        notice(turn.player.address, WireError(.machineOffline, ended), &fx)
+        return true
     }
 
     // MARK: Start

@@ -142,7 +142,7 @@ extension MachineState {
             .command(
                 WireMessage(.addCoins, data: String(settings.coinsPerGame), serial: serial, session: session, player: player.accid),
                 camera: false))
-        acks.insert(PendingAck(sentAt: now.uptime, command: .addCoins), serial: serial)
+        acks.insert(PendingAck(sentAt: now.uptime, command: .addCoins, session: session), serial: serial)
         guard case .offered(var turn) = phase else { return .ignored("the game has already started") }
         turn.startedAt = now.wall
         turn.deadline = now.uptime + settings.playTimeout

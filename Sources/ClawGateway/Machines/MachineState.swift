@@ -243,7 +243,8 @@ struct MachineState: Sendable {
     }
 
     /// Closes the game record with `outcome`; the machine is free again.
-    mutating func endTurn(_ outcome: GameOutcome, _ fx: inout Effects) {
+    /// `reason` says why, on the `game_ended` event, when the outcome alone does not.
+    mutating func endTurn(_ outcome: GameOutcome, reason: String? = nil, _ fx: inout Effects) {
         guard let turn = phase.turn else { return }
         fx.writes.append(.game(record(turn, endedAt: fx.now.wall, outcome: outcome)))
         fx.snapshotChanged = true
@@ -254,6 +255,7 @@ struct MachineState: Sendable {
             $0.session = turn.session
             $0.outcome = outcome
             $0.commands = turn.commands
+            $0.reason = reason
         }
     }
 

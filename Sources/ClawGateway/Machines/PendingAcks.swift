@@ -8,6 +8,8 @@ struct PendingAck: Sendable, Equatable {
     /// what the gateway sent on its own (coins, the play timer's grab).
     var player: PlayerAddress?
     var playerSerial: Int64?
+    /// The game a coin (1001) was for: its ack is the PC's word that the game started.
+    var session: String?
 }
 
 /// The pending acks of a machine, by gateway serial.
@@ -33,6 +35,11 @@ struct PendingAcks: Sendable {
 
     mutating func remove(_ serial: Int64) -> PendingAck? {
         bySerial.removeValue(forKey: serial)
+    }
+
+    /// The serial of the pending coin (1001) for `session`, if its ack has not come.
+    func coin(for session: String) -> Int64? {
+        bySerial.first { $0.value.command == .addCoins && $0.value.session == session }?.key
     }
 
     /// The oldest pending ack.

@@ -374,11 +374,12 @@ import Testing
     @Test func missedAcksInARowMakeTheMachineSuspectAndAnAckClearsIt() throws {
         var game = PureGame(settings: GameSettings(playTimeout: .seconds(3600), suspectAfter: 3))
         try game.play("alice")
+        game.ackCoin()
         game.join("bob")
         for serial in 1...3 { game.move("alice", serial: Int64(serial)) }
-        // The coins and three moves go unacked: the fourth timeout makes it suspect… after the third.
+        // Three moves go unacked: the third timeout makes it suspect.
         let timeouts = game.advance(by: .seconds(3))
-        #expect(timeouts.events(.ackTimeout).count == 4)
+        #expect(timeouts.events(.ackTimeout).count == 3)
         #expect(timeouts.events(.suspect).count == 1)
         #expect(game.snapshot.suspect)
         #expect(timeouts.snapshots.last?.suspect == true)
@@ -399,12 +400,14 @@ import Testing
     @Test func aFreshOnlineClearsSuspectAndOneAckResetsTheCount() throws {
         var game = PureGame(settings: GameSettings(playTimeout: .seconds(3600), suspectAfter: 2))
         try game.play("alice")
-        game.advance(by: .seconds(3))  // the coins: one timeout
+        game.ackCoin()
         game.move("alice", serial: 1)
-        game.ack(1002)  // answered: the count starts again
+        game.advance(by: .seconds(3))  // one timeout
         game.move("alice", serial: 2)
-        #expect(game.advance(by: .seconds(3)).events(.suspect).isEmpty, "one in a row after the ack")
+        game.ack(1003)  // answered: the count starts again
         game.move("alice", serial: 3)
+        #expect(game.advance(by: .seconds(3)).events(.suspect).isEmpty, "one in a row after the ack")
+        game.move("alice", serial: 4)
         #expect(game.advance(by: .seconds(3)).events(.suspect).count == 1)
         let online = game.presence(.online)
         #expect(online.eventTypes == [.suspectCleared])
@@ -475,6 +478,7 @@ import Testing
     @Test func aGameSurvivesAShortDropWithItsTimerStoppedForTheGap() throws {
         var game = PureGame()
         let session = try game.play("alice")
+        game.ackCoin()
         game.join("bob")
         game.advance(by: .seconds(12))  // 18 s of the 30 s play timer left
         let drop = game.presence(.offline)
@@ -528,6 +532,7 @@ import Testing
     @Test func theResultTimerIsStoppedTooAndALateResultStillCounts() throws {
         var game = PureGame()
         let session = try game.play("alice")
+        game.ackCoin()
         game.send("alice", #"{"command":2,"serial":1}"#)
         game.advance(by: .seconds(5))  // 15 s of the 20 s result timer left
         game.presence(.offline)

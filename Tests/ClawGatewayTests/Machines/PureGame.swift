@@ -59,6 +59,14 @@ struct PureGame {
         return session
     }
 
+    /// The PC acks the coin of the game in progress: it says it started the game.
+    @discardableResult
+    mutating func ackCoin() -> Step<Void> {
+        let coin = state.phase.turn.flatMap { state.acks.coin(for: $0.session) }
+        #expect(coin != nil, "a coin waits for its ack")
+        return ack(coin ?? -1)
+    }
+
     @discardableResult
     mutating func move(_ player: String, _ direction: String = "left", serial: Int64) -> Step<RequestOutcome> {
         send(player, #"{"command":1,"data":"\#(direction)","serial":\#(serial)}"#)
