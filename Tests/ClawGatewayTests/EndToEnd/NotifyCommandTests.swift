@@ -35,11 +35,16 @@ extension HeavySuites {
                 #expect(moved.output.contains(#""result":"forwarded""#))
                 try await machine.waitFor("claw/m1/control") { $0.contains(#""command":1"#) && $0.contains(#""data":"left""#) }
 
-                // The same command as a NetEase message copy, signed with the app secret.
+                // A NetEase message copy, signed with the app secret. alice on
+                // NetEase is another player than alice on the generic webhook
+                // (SPEC §5): the copy is answered 200, she is told through the
+                // NetEase API that it is not her turn, and nothing reaches m1.
                 let viaNetEase = try notify(site, ["--from", "alice", "--to", "claw_m1", "--via", "netease", "--serial", "42", "move", "up"])
                 #expect(viaNetEase.status == 0, "\(viaNetEase.error)")
                 #expect(viaNetEase.output.hasPrefix("HTTP 200 "))
-                try await machine.waitFor("claw/m1/control") { $0.contains(#""data":"up""#) }
+                try await eventually("NetEase's alice to be told it is not her turn") {
+                    site.netease.attachments(to: "alice").contains { $0.contains(#""data":"not_your_turn""#) && $0.contains(#""serial":42"#) }
+                }
 
                 let camera = try notify(site, ["--from", "alice", "--to", "m1", "--serial", "43", "camera", "2"])
                 #expect(camera.output.contains(#""result":"forwarded""#))
@@ -49,6 +54,7 @@ extension HeavySuites {
                 #expect(raw.output.contains(#""result":"forwarded""#))
                 try await machine.waitFor("claw/m1/control") { $0.contains(#""data":"right""#) }
 
+                #expect(!machine.payloads(on: "claw/m1/control").contains { $0.contains(#""data":"up""#) })
                 let grabbed = try notify(site, ["--from", "alice", "--to", "m1", "--serial", "45", "grab"])
                 #expect(grabbed.output.contains(#""result":"forwarded""#))
                 try await machine.waitFor("claw/m1/control") { $0.contains(#""command":2"#) }
