@@ -11,7 +11,12 @@ extension HeavySuites {
             try await E2ESite.with { site in
                 try await site.generic(from: "ann", #"{"command":6}"#)
                 let session = try await HTTP.get("\(site.base)/v1/machines/m1").json["player"].flatMap { ($0 as? [String: Any])?["session"] as? String }
+                let acks = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/ack"])
                 try await site.generic(from: "ann", #"{"command":12,"data":"\#(session ?? "")"}"#)
+                // Mid-game means the PC acked its coin: a coin not acked when
+                // the broker goes ends the game (docs/PROTOCOL.md, the coin's ack).
+                try await acks.waitFor("claw/m1/ack")
+                await acks.stop()
 
                 site.broker.kill()
                 try await eventually("/readyz to say 503") { (try? await HTTP.get("\(site.base)/readyz"))?.status == 503 }
