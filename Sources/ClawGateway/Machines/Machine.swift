@@ -334,7 +334,7 @@ final class Machine: Sendable {
         var lostSessions: Set<String> = []
         for (message, camera) in work.commands where !halted.load(ordering: .acquiring) {
             let topic = camera ? topics.camera : topics.control
-            if let session = message.session, lostSessions.contains(session) {
+            if !lostSessions.isEmpty, let session = message.session, lostSessions.contains(session) {
                 metrics.commandsLost.increment()
                 continue
             }
