@@ -55,9 +55,18 @@ struct Gateway {
             client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
             onConnected: { arcade.republish() },
             handle: { message in arcade.route(message) })
-        // A site of a chain keeps its own link to the chain's cluster (SPEC §9).
+        var httpParts = HTTPServer.Parts(
+            config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: nil, feed: feed,
+            uptime: { clock.now() })
+        // A site of a chain keeps its own link to the chain's cluster (SPEC §9);
+        // copies from its inbox go through the same ingress as HTTP copies.
         let chainLink = try config.chain.map { chain throws(MQTTError) in
-            try ChainLink(settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger)
+            let inbox = ChainInbox(
+                ingress: httpParts.ingress(logger: logger), maxAge: chain.inboxMaxAge, wallNow: clock.wallNow, logger: logger,
+                eventLoop: replyClient.eventLoopGroup.any())
+            return try ChainLink(
+                settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger,
+                inbox: inbox)
         }
         let exporter: (@Sendable () -> String)? =
             exportsMetrics
@@ -73,9 +82,7 @@ struct Gateway {
                 try mqtt.publish(topic, payload: payload, qos: .atMostOnce, retain: false, expiry: expiry)
             },
             feed: feed, logger: logger)
-        var httpParts = HTTPServer.Parts(
-            config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
-            uptime: { clock.now() })
+        httpParts.metrics = exporter
         if let chainLink { httpParts.chainProblem = { chainLink.status.problem } }
         let http = HTTPServer.application(httpParts, logger: logger)
         // The reply queues stop after MQTT, so results that arrive while MQTT
@@ -88,7 +95,7 @@ struct Gateway {
         return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, services: services)
     }
 
-    private static func replyQueues(_ im: IMSettings, client: HTTPClient, logger: Logger) -> [String: ReplyQueue] {
+    static func replyQueues(_ im: IMSettings, client: HTTPClient, logger: Logger) -> [String: ReplyQueue] {
         var queues: [String: ReplyQueue] = [:]
         if let netease = im.netease {
             queues["netease"] = ReplyQueue(
@@ -107,7 +114,7 @@ struct Gateway {
     /// refused connection fails it at once: retrying connections until the
     /// reply's timeout let a dead IM API hold every worker for seconds per
     /// reply, starving the replies behind them (and the stop).
-    private static func replyHTTPClient(_ im: IMSettings) -> HTTPClient {
+    static func replyHTTPClient(_ im: IMSettings) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
         let timeouts = [im.netease?.replyTimeout, im.generic?.replyTimeout].compactMap { $0 }
@@ -126,7 +133,7 @@ extension IMSettings {
 
 /// Shuts the replies' HTTP client down once the reply queues have stopped
 /// (it starts before them, so it stops after them).
-private struct ClientService: Service {
+struct ClientService: Service {
     let client: HTTPClient
 
     func run() async throws {

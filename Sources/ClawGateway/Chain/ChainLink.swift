@@ -67,6 +67,8 @@ final class ChainLink: Sendable {
     private let directory: [UInt8]
     private let clock: GameClock
     private let logger: Logger
+    /// Where copies from the routers go; nil takes none (tests of the link alone).
+    private let inbox: ChainInbox?
     private let state = Mutex(LinkState())
 
     private struct LinkState {
@@ -81,6 +83,9 @@ final class ChainLink: Sendable {
         /// first: a chain whose routers are not running yet is not a broken link.
         var lastBeat: Duration?
         var heartbeats = 0
+        /// Copies from the inbox, by what became of them.
+        var copies: [ChainInbox.Outcome: Int] = [:]
+        var receipts = 0
     }
 
     /// What the link says of itself, for `/readyz` and the metrics.
@@ -91,6 +96,8 @@ final class ChainLink: Sendable {
         var refusals: Int
         var silences: Int
         var heartbeats: Int
+        var copies: [ChainInbox.Outcome: Int]
+        var receipts: Int
         var broker: String
         /// Why the link is not up; nil when it is.
         var problem: String?
@@ -99,8 +106,12 @@ final class ChainLink: Sendable {
     /// The topics the link must hold a subscription to.
     var subscriptions: [String] { [topics.inbox, topics.recordsAck] }
 
-    init(settings: ChainSettings, prefix: String, machines: [MachineConfig], clock: GameClock, logger: Logger) throws(MQTTError) {
+    init(
+        settings: ChainSettings, prefix: String, machines: [MachineConfig], clock: GameClock, logger: Logger,
+        inbox: ChainInbox? = nil
+    ) throws(MQTTError) {
         site = settings.site
+        self.inbox = inbox
         topics = ChainTopics(prefix: prefix, site: settings.site)
         var logger = logger
         logger[metadataKey: "chain.site"] = .string(settings.site)
@@ -153,7 +164,7 @@ final class ChainLink: Sendable {
             }
             return Status(
                 connected: connected, subscribed: subscribed, connects: client.connectCount, refusals: state.refusals,
-                silences: state.silences, heartbeats: state.heartbeats, broker: client.broker.description, problem: problem)
+                silences: state.silences, heartbeats: state.heartbeats, copies: state.copies, receipts: state.receipts, broker: client.broker.description, problem: problem)
         }
     }
 
@@ -233,6 +244,23 @@ final class ChainLink: Sendable {
         if Self.isBeat(message.payload) {
             let now = clock.now()
             state.withLock { $0.lastBeat = now }
+            return
+        }
+        guard let inbox else { return }
+        let outcome = inbox.receive(message.payload) { [self] receipt in acknowledge(receipt) }
+        state.withLock { $0.copies[outcome, default: 0] += 1 }
+    }
+
+    /// The site's answer to a copy, for the router waiting on it. QoS 1: the
+    /// router answers the IM service on it, and a lost receipt costs a resend.
+    private func acknowledge(_ receipt: ChainReceipt) {
+        do {
+            try client.publish(topics.inboxAck, payload: receipt.payload, qos: .atLeastOnce, retain: false)
+            state.withLock { $0.receipts += 1 }
+        } catch {
+            logger.warning(
+                "Receipt for a copy not sent: the router answers the IM service 5xx and the copy comes again",
+                metadata: ["chain.copy": .string(receipt.id), "chain.error": .string(error.message)])
         }
     }
 

@@ -16,12 +16,30 @@ enum ChainMetrics {
         GatewayMetrics.registry.makeCounter(
             descriptor: family("chain_link_silences", "total", "Times the link was taken down and up again because the routers' beats stopped.")))
 
+    static let copies = Dictionary(
+        uniqueKeysWithValues: ChainInbox.Outcome.allCases.map { outcome in
+            (
+                outcome,
+                Mirror(
+                    GatewayMetrics.registry.makeCounter(
+                        descriptor: family(
+                            "chain_inbox_copies", "total",
+                            "Copies from the routers on the site's inbox: handled (and acknowledged), stale (older than chain.inbox_max_age: dropped) or malformed."),
+                        labels: [("result", outcome.rawValue)]))
+            )
+        })
+    static let receipts = Mirror(
+        GatewayMetrics.registry.makeCounter(
+            descriptor: family("chain_inbox_receipts", "total", "Receipts the site published on inbox/ack for the routers.")))
+
     static func export(_ link: ChainLink) {
         let status = link.status
         up.set(to: status.problem == nil ? 1 : 0)
         connects.sync(to: status.connects)
         refusals.sync(to: status.refusals)
         silences.sync(to: status.silences)
+        for (outcome, mirror) in copies { mirror.sync(to: status.copies[outcome, default: 0]) }
+        receipts.sync(to: status.receipts)
     }
 
     private static func family(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {

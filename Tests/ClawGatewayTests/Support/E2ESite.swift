@@ -16,17 +16,26 @@ final class E2ESite {
     private(set) var gateway: ChildProcess?
     private(set) var simulator: ChildProcess?
     private var simulatorArguments: [String] = []
+    /// False when the fake API was handed in, shared with other sites: its owner stops it.
+    private let ownsNetEase: Bool
 
     var base: String { "http://127.0.0.1:\(site.httpPort)" }
 
     init(
         game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
-        keepalive: Int = 30, gateway: String = "", simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"]
+        keepalive: Int = 30, gateway: String = "", simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"],
+        machines: [String] = ["m1", "m2"], extra: String = "", netease: FakeNetEaseAPI? = nil
     ) async throws {
         broker = try MosquittoBroker.start()
-        netease = try await FakeNetEaseAPI()
+        ownsNetEase = netease == nil
+        if let netease {
+            self.netease = netease
+        } else {
+            self.netease = try await FakeNetEaseAPI()
+        }
+        let netease = self.netease
         site = try TestSite(
-            broker: broker, machines: ["m1", "m2"], game: game,
+            broker: broker, machines: machines, game: game,
             extra: """
                 im:
                   netease:
@@ -37,6 +46,7 @@ final class E2ESite {
                     reply_concurrency: 2
                   generic:
                     secret: \(Self.webhookSecret)
+                \(extra)
 
                 """, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive,
             gateway: gateway)
@@ -44,9 +54,9 @@ final class E2ESite {
         self.simulatorArguments = simulatorArguments
         if simulate {
             try restartSimulator()
-            try await eventually("both simulated machines to be online") {
+            try await eventually("every simulated machine to be online") {
                 let list = try? await HTTP.get("\(base)/v1/machines")
-                return (list?.body.components(separatedBy: #""online":true"#).count ?? 0) == 3
+                return (list?.body.components(separatedBy: #""online":true"#).count ?? 0) == machines.count + 1
             }
         }
     }
@@ -97,7 +107,7 @@ final class E2ESite {
                 _ = process.wait()
             }
         }
-        await netease.stop()
+        if ownsNetEase { await netease.stop() }
         broker.stop()
     }
 

@@ -1,0 +1,91 @@
+import Foundation
+import Logging
+import NIOCore
+
+/// What a site does with a copy a router published on its `inbox` (SPEC §9):
+/// the same as with one that came over HTTP. It goes through the site's own
+/// ``Ingress`` (verified again with the site's secret, deduplicated by
+/// `msgidServer` with the same window as HTTP copies, durable before it is
+/// answered), and the answer goes back as a ``ChainReceipt``, which the
+/// router passes on to the IM service.
+///
+/// A copy older than `chain.inbox_max_age` is dropped and not acknowledged:
+/// the router has answered the IM service 5xx by then and the copy comes
+/// again, or the player has given up. Nothing that waited in the cluster
+/// while the site was cut off reaches a PC late.
+struct ChainInbox: Sendable {
+    let ingress: Ingress
+    let maxAge: Duration
+    let wallNow: @Sendable () -> Date
+    let logger: Logger
+    /// Where the durability callback runs; nothing here blocks it.
+    let eventLoop: any EventLoop
+    /// Warnings about dropped copies, one per reason every 10 s.
+    var dropLog = LogLimiter()
+
+    enum Outcome: String, Sendable, CaseIterable {
+        /// Handled by the ingress; the receipt is sent (now or once durable).
+        case handled
+        /// Older than `chain.inbox_max_age`: dropped, no receipt.
+        case stale
+        /// Not a copy: dropped, no receipt (there is no id to answer).
+        case malformed
+    }
+
+    /// Handles one message of the inbox that is not a beat; `acknowledge`
+    /// publishes the receipt (on the event loop, or on the caller's thread
+    /// when the answer is known at once).
+    @discardableResult
+    func receive(_ payload: [UInt8], acknowledge: @escaping @Sendable (ChainReceipt) -> Void) -> Outcome {
+        guard let copy = ChainCopy.decode(payload) else {
+            drop(.malformed, "A message on the chain inbox is not a copy: dropped", metadata: ["chain.bytes": "\(payload.count)"])
+            return .malformed
+        }
+        let age = copy.age(at: wallNow())
+        guard age <= maxAge else {
+            drop(
+                .stale, "A copy reached the site after chain.inbox_max_age: dropped, not acknowledged",
+                metadata: ["chain.copy": .string(copy.id), "chain.age_ms": "\(age.milliseconds)"])
+            return .stale
+        }
+        guard let route = route(copy.provider) else {
+            let refusal = Refusal(
+                .notFound, code: "unknown_provider", "This site takes no \(copy.provider) copies; configure im.\(copy.provider).")
+            acknowledge(ChainReceipt(copy, IngressAnswer.error(refusal)))
+            return .handled
+        }
+        let headers = copy.headers
+        switch ingress.handle(route, body: copy.body, header: { headers[$0] }) {
+        case .now(let answer):
+            acknowledge(ChainReceipt(copy, answer))
+        case .afterWrite(let ticket, let answer):
+            ingress.arcade.writer.whenDurable(ticket, timeout: Arcade.durabilityWait, on: eventLoop) { durable in
+                acknowledge(ChainReceipt(copy, answer(durable)))
+            }
+        }
+        return .handled
+    }
+
+    private func route(_ provider: String) -> Ingress.Route? {
+        switch provider {
+        case "netease": ingress.im.netease.map { .netease($0) }
+        case "generic": ingress.im.generic.map { .generic($0) }
+        default: nil
+        }
+    }
+
+    private func drop(_ outcome: Outcome, _ message: Logger.Message, metadata: Logger.Metadata) {
+        dropLog.log(outcome.rawValue) { heldBack in
+            var metadata = metadata
+            metadata["log.held_back"] = .stringConvertible(heldBack)
+            logger.warning(message, metadata: metadata)
+        }
+    }
+}
+
+extension ChainReceipt {
+    /// The receipt of `copy`: the ingress's answer as it would have gone over HTTP.
+    init(_ copy: ChainCopy, _ answer: IngressAnswer) {
+        self.init(id: copy.id, status: Int(answer.status.code), body: String(decoding: answer.body, as: UTF8.self))
+    }
+}
