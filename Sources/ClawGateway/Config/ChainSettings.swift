@@ -28,17 +28,7 @@ struct ChainSettings: Sendable {
     ) -> ChainSettings? {
         let site = section.nonEmpty("site", required: true)
         if let site, let problem = siteProblem(site) { section.reader.report(section.path("site"), problem) }
-        var urls: [BrokerURL] = []
-        if let items = section.list("bus", required: true) {
-            if items.isEmpty { section.reader.report(section.path("bus"), "must list at least one node, e.g. [mqtts://chain-1.example.com:8883]") }
-            for (path, node) in items {
-                guard let text = section.reader.string(node, at: path) else { continue }
-                if let url = brokerURL(text, path) { urls.append(url) }
-            }
-            if Set(urls.map(\.usesTLS)).count > 1 {
-                section.reader.report(section.path("bus"), "mixes mqtt:// and mqtts://; every node of the cluster is reached the same way")
-            }
-        }
+        let urls = nodes(section, "bus", brokerURL: brokerURL)
         let username = section.string("username")
         let password = section.string("password")
         let inboxMaxAge = section.duration("inbox_max_age", default: .seconds(2))
@@ -48,6 +38,24 @@ struct ChainSettings: Sendable {
         return ChainSettings(
             site: site, bus: urls, username: username, password: password, inboxMaxAge: inboxMaxAge,
             resendInterval: resendInterval, tls: tls)
+    }
+
+    /// The cluster's nodes listed under `key` (required, at least one, all
+    /// `mqtt://` or all `mqtts://`): a site's `chain.bus`, the router's `bus.urls`.
+    static func nodes(
+        _ section: ConfigReader.Section, _ key: String, brokerURL: (String, String) -> BrokerURL?
+    ) -> [BrokerURL] {
+        var urls: [BrokerURL] = []
+        guard let items = section.list(key, required: true) else { return urls }
+        if items.isEmpty { section.reader.report(section.path(key), "must list at least one node, e.g. [mqtts://chain-1.example.com:8883]") }
+        for (path, node) in items {
+            guard let text = section.reader.string(node, at: path) else { continue }
+            if let url = brokerURL(text, path) { urls.append(url) }
+        }
+        if Set(urls.map(\.usesTLS)).count > 1 {
+            section.reader.report(section.path(key), "mixes mqtt:// and mqtts://; every node of the cluster is reached the same way")
+        }
+        return urls
     }
 
     /// Why `site` cannot name a site, or nil. It is a topic level and part of

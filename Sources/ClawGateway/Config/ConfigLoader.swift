@@ -9,6 +9,19 @@ enum ConfigLoader {
     /// Loads and validates the file at `file`. Relative paths inside it are
     /// resolved against the file's folder.
     static func load(file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> GatewayConfig {
+        try load(file: file, environment: environment) { $0.read($1) }
+    }
+
+    /// Validates YAML text; `file` only names it in messages.
+    static func parse(_ text: String, file: String, baseDirectory: String, environment: [String: String]) throws(ConfigError) -> GatewayConfig {
+        try parse(text, file: file, baseDirectory: baseDirectory, environment: environment) { $0.read($1) }
+    }
+
+    /// Reads the file at `file` with `read`, another document with the same
+    /// rules (`chain.yaml` of the router): every problem listed, or the config.
+    static func load<Config>(
+        file: String, environment: [String: String] = ProcessInfo.processInfo.environment, as read: (Schema, Node) -> Config?
+    ) throws(ConfigError) -> Config {
         let text: String
         do {
             text = try String(contentsOfFile: file, encoding: .utf8)
@@ -16,11 +29,13 @@ enum ConfigLoader {
             throw ConfigError(file: file, problems: [ConfigProblem(path: file, message: "cannot be read: \(error.localizedDescription)")])
         }
         let folder = URL(fileURLWithPath: file).deletingLastPathComponent().path
-        return try parse(text, file: file, baseDirectory: folder, environment: environment)
+        return try parse(text, file: file, baseDirectory: folder, environment: environment, as: read)
     }
 
-    /// Validates YAML text; `file` only names it in messages.
-    static func parse(_ text: String, file: String, baseDirectory: String, environment: [String: String]) throws(ConfigError) -> GatewayConfig {
+    /// Validates YAML text with `read`; `file` only names it in messages.
+    static func parse<Config>(
+        _ text: String, file: String, baseDirectory: String, environment: [String: String], as read: (Schema, Node) -> Config?
+    ) throws(ConfigError) -> Config {
         let root: Node?
         do {
             root = try Yams.compose(yaml: text)
@@ -32,7 +47,7 @@ enum ConfigLoader {
         guard let root else {
             throw ConfigError(file: file, problems: [ConfigProblem(path: file, message: "is empty; see gateway.yaml in the repository for a complete example")])
         }
-        let config = schema.read(root)
+        let config = read(schema, root)
         guard reader.problems.isEmpty, let config else {
             throw ConfigError(file: file, problems: reader.problems)
         }
@@ -56,8 +71,9 @@ enum ConfigLoader {
     }
 }
 
-/// The keys of `gateway.yaml` and their rules.
-private struct Schema {
+/// The keys of `gateway.yaml` and their rules; the router's `chain.yaml`
+/// reads its sections with the same ones (``RouterConfig``).
+struct Schema {
     let reader: ConfigReader
     let baseDirectory: String
 
@@ -116,7 +132,7 @@ private struct Schema {
             topicPrefix: prefix, tls: tls)
     }
 
-    private func readHTTP(_ section: ConfigReader.Section?) -> HTTPSettings? {
+    func readHTTP(_ section: ConfigReader.Section?) -> HTTPSettings? {
         let listen = section?.nonEmpty("listen") ?? "127.0.0.1:8080"
         guard let (host, port) = hostAndPort(listen) else {
             reader.report(section?.path("listen") ?? "http.listen", "\"\(listen)\" is not host:port, e.g. 127.0.0.1:8080")
@@ -172,7 +188,7 @@ private struct Schema {
         return hosts
     }
 
-    private func readIM(_ section: ConfigReader.Section?) -> IMSettings {
+    func readIM(_ section: ConfigReader.Section?) -> IMSettings {
         var settings = IMSettings()
         let replyKeys = ["reply_timeout", "reply_concurrency"]
         if let netease = section?.section("netease", keys: ["app_key", "app_secret", "api_base", "callback_path", "max_clock_skew"] + replyKeys) {
@@ -296,14 +312,14 @@ private struct Schema {
     }
 
     /// Why `topic` cannot be published to, or nil if it can.
-    private func topicProblem(_ topic: String) -> String? {
+    func topicProblem(_ topic: String) -> String? {
         if topic.contains("+") || topic.contains("#") { return "\"\(topic)\" contains a wildcard (+ or #)" }
         if topic.hasPrefix("/") || topic.hasSuffix("/") || topic.contains("//") { return "\"\(topic)\" has an empty level" }
         if topic.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) { return "contains a control character" }
         return nil
     }
 
-    private func brokerURL(_ text: String, at path: String) -> BrokerURL? {
+    func brokerURL(_ text: String, at path: String) -> BrokerURL? {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
             reader.report(path, "\"\(text)\" is not a URL; write mqtt://host:port or mqtts://host:port")
             return nil

@@ -144,28 +144,39 @@ struct Ingress: Sendable {
         GenericEnvelope.timestampHeader.lowercased(), GenericEnvelope.signatureHeader.lowercased(),
     ]
 
-    private func generic(body: [UInt8], header: (String) -> String?, settings: GenericSettings) -> IngressResult {
+    /// Checks a generic notification's `X-Claw-Timestamp` and
+    /// `X-Claw-Signature` against its raw body and the secret (SPEC §5), as
+    /// the site's ingress and the chain's router both do: the signature and
+    /// the timestamp (Unix seconds), or the refusal to answer.
+    static func verifyGeneric(
+        body: [UInt8], header: (String) -> String?, settings: GenericSettings, now: Date
+    ) throws(Refusal) -> (signature: String, timestamp: Int64) {
         guard let timestamp = header(GenericEnvelope.timestampHeader.lowercased()),
             let signature = header(GenericEnvelope.signatureHeader.lowercased())
         else {
-            GatewayMetrics.notification(provider: "generic", result: "unauthorized")
-            return .now(
-                .error(
-                    .badSignature(
-                        "The \(GenericEnvelope.timestampHeader) and \(GenericEnvelope.signatureHeader) headers are required.")))
+            throw .badSignature("The \(GenericEnvelope.timestampHeader) and \(GenericEnvelope.signatureHeader) headers are required.")
         }
         let expected = Signatures.genericSignature(secret: settings.secret, timestamp: timestamp, body: body)
         guard Signatures.hexEqual(signature, expected) else {
-            GatewayMetrics.notification(provider: "generic", result: "unauthorized")
-            return .now(.error(.badSignature("The signature does not match; check im.generic.secret.")))
+            throw .badSignature("The signature does not match; check im.generic.secret.")
         }
-        let now = now()
         guard let seconds = Int64(timestamp),
             ClockSkew.within(settings.maxClockSkew, sent: Date(timeIntervalSince1970: Double(seconds)), now: now)
         else {
+            throw .badSignature("\(GenericEnvelope.timestampHeader) must be Unix seconds within the allowed clock skew.")
+        }
+        return (signature, seconds)
+    }
+
+    private func generic(body: [UInt8], header: (String) -> String?, settings: GenericSettings) -> IngressResult {
+        let now = now()
+        let signature: String
+        let seconds: Int64
+        do throws(Refusal) {
+            (signature, seconds) = try Self.verifyGeneric(body: body, header: header, settings: settings, now: now)
+        } catch {
             GatewayMetrics.notification(provider: "generic", result: "unauthorized")
-            return .now(
-                .error(.badSignature("\(GenericEnvelope.timestampHeader) must be Unix seconds within the allowed clock skew.")))
+            return .now(.error(error))
         }
         guard replays.accept(signature: signature, timestamp: seconds, now: now) else {
             GatewayMetrics.notification(provider: "generic", result: "replayed")

@@ -12,11 +12,12 @@ import Synchronization
 /// ingress's fast path (``IngressFastPath``) behind the connection-state
 /// handler, so that handler still sees every request and response; and two
 /// guards: a cap on open connections and a deadline for reading a request.
+/// Without an ingress (the chain's router), the same guards and no fast path.
 struct GatewayHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     typealias Value = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
 
     let responder: HTTPChannelHandler.Responder
-    let ingress: Ingress
+    let ingress: Ingress?
     let idleTimeout: Duration
     let readTimeout: Duration
     let connections: ConnectionLimit
@@ -43,7 +44,7 @@ struct GatewayHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(RequestReadClock.Stop(clock))
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
-            try pipeline.addHandler(IngressFastPath(ingress: ingress, serverName: serverName))
+            if let ingress { try pipeline.addHandler(IngressFastPath(ingress: ingress, serverName: serverName)) }
             return try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
         }
     }
