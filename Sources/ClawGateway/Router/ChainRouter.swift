@@ -1,0 +1,289 @@
+import Foundation
+import HTTPTypes
+import Logging
+import Protocol
+import Synchronization
+
+/// A player's notification, verified, on its way to the site that owns `to`.
+struct RouterCopy: Sendable {
+    /// `netease` or `generic`: the provider the player is an account of.
+    var provider: String
+    var from: String
+    /// The machine's IM account (or, for the generic webhook, its id).
+    var to: String
+    /// The wire JSON, for the serial of a refusal.
+    var attach: [UInt8]
+    /// The request's body and verification headers, as they came: the site verifies them again.
+    var body: [UInt8]
+    var headers: [String: String]
+    /// When the router got it.
+    var received: Date
+    var arrived: ContinuousClock.Instant
+}
+
+/// The chain's router (SPEC §9): one MQTT 3.1.1 connection to the chain's
+/// cluster (every node known, clean session: a router keeps nothing), the
+/// sites as the cluster tells them (``ChainSites``), and the copies on their
+/// way to their sites.
+///
+/// A copy is published at QoS 1 on its site's `inbox` with an id of this
+/// router's (client id, a nonce of this run, a counter) and waits for the
+/// site's receipt with that id on `inbox/ack`, up to `router.receipt_timeout`;
+/// the waiting copies are continuations by id. A receipt that finds none of
+/// this router's waiting (it came too late, or twice) is counted and
+/// dropped; receipts of other routers' copies are none of its business.
+///
+/// The connection is up only while every subscription is granted: a refused
+/// SUBACK takes it down and it connects again (to the next node), as a
+/// site's link does.
+final class ChainRouter: Sendable {
+    let client: MQTTClient
+    let sites: ChainSites
+    let receiptTimeout: Duration
+    private let clock: GameClock
+    private let players: any PlayerChannel
+    /// At most one refusal of each code a second to one player.
+    private let limits = PlayerLimits(perSecond: 100)
+    private let logger: Logger
+    /// Every copy id of this process starts with this.
+    private let idPrefix: String
+    private let counter = Atomic<Int>(0)
+    private let waiting = Mutex<[String: CheckedContinuation<Wait, Never>]>([:])
+    private let link = Mutex(LinkState())
+    private let warnings = LogLimiter()
+
+    private struct LinkState {
+        var granted: Set<String> = []
+        /// Why the last subscription failed, until one succeeds.
+        var refusal: String?
+    }
+
+    private enum Wait: Sendable {
+        case receipt(ChainReceipt)
+        case timedOut
+        case notPublished(String)
+    }
+
+    init(bus: BusSettings, receiptTimeout: Duration, players: any PlayerChannel, clock: GameClock, logger: Logger) throws(MQTTError) {
+        self.receiptTimeout = receiptTimeout
+        self.players = players
+        self.clock = clock
+        self.logger = logger
+        sites = ChainSites(prefix: bus.topicPrefix, clock: clock, logger: logger)
+        idPrefix = "\(bus.clientID)-\(Signatures.nonce(bytes: 3))-"
+        let first = bus.urls[0]
+        var configuration = MQTTClientConfiguration(host: first.host, port: first.port, clientID: bus.clientID)
+        configuration.alternates = bus.urls.dropFirst().map { MQTTBrokerAddress(host: $0.host, port: $0.port) }
+        configuration.username = bus.username
+        configuration.password = bus.password
+        configuration.tls = bus.tls
+        configuration.protocolVersion = .v311
+        // Stateless: nothing is kept for a router that is gone, nothing piles up.
+        configuration.cleanSession = true
+        // A node that died is left within a few seconds, not a minute.
+        configuration.keepalive = 5
+        configuration.reconnectDelay = 1...10
+        // Directories and snapshots are a few KB; the cluster refuses more than 1 MB anyway.
+        configuration.maxInboundPayload = 1 << 20
+        client = try MQTTClient(configuration: configuration, logger: logger)
+    }
+
+    /// Connects in the background, and keeps connecting until ``shutdown()``.
+    func start() {
+        client.onConnected { [self] in link.withLock { $0.granted = [] } }
+        client.onSubscribeAck { [self] ack in subscribed(ack) }
+        client.onMessage { [self] message in received(message) }
+        client.subscribe(sites.subscriptions, qos: .atLeastOnce)
+        client.start()
+    }
+
+    func shutdown() async {
+        await client.shutdown()
+        // Whoever still waits is answered 503: the IM service sends the copy again.
+        let left = waiting.withLock { waiting in
+            defer { waiting = [:] }
+            return Array(waiting.values)
+        }
+        for continuation in left { continuation.resume(returning: .timedOut) }
+    }
+
+    /// Why the router is not ready, or nil: connected, every subscription
+    /// granted, and (with `needsDirectory`) at least one site's directory held.
+    func problem(needsDirectory: Bool = true) -> String? {
+        let connected = client.isConnected
+        let lastError = client.lastError
+        let subscriptions = sites.subscriptions
+        let linkProblem = link.withLock { link -> String? in
+            if let refusal = link.refusal { return refusal }
+            if !connected { return "the router is not connected to the chain's cluster (\(lastError ?? "connecting"))" }
+            if !subscriptions.allSatisfy(link.granted.contains) {
+                return "the router is waiting for the cluster to confirm its subscriptions"
+            }
+            return nil
+        }
+        if let linkProblem { return linkProblem }
+        if needsDirectory, sites.known.isEmpty { return "the router holds no site's directory yet" }
+        return nil
+    }
+
+    /// Every second: a beat on every known site's inbox, so that a site
+    /// whose link hears none for 5 s takes it down and up again.
+    func tick() {
+        guard client.isConnected else { return }
+        for site in sites.known {
+            do {
+                try client.publish(ChainTopics(prefix: sites.prefix, site: site).inbox, payload: Self.beat, qos: .atMostOnce, retain: false)
+                RouterMetrics.beats.increment()
+            } catch {
+                logger.debug("Beat not sent", metadata: ["chain.site": .string(site), "chain.error": .string(error.message)])
+            }
+        }
+    }
+
+    static let beat = Array(#"{"type":"beat"}"#.utf8)
+
+    // MARK: Copies
+
+    /// Routes a verified notification: to its site, answered with the site's
+    /// receipt; or, when that cannot be, the player told why (from `to`,
+    /// with their command's serial) and the IM service answered.
+    func route(_ copy: RouterCopy) async -> IngressAnswer {
+        let site: String
+        switch sites.owner(of: copy.to) {
+        case .nobody:
+            return refuse(copy, .unknownMachine, WireError(.unknownMachine, "There is no machine \"\(copy.to)\" in this chain."))
+        case .disputed(let claimants):
+            warn("disputed", "A copy for an IM account two sites claim: answered unknown_machine", [
+                "im.account": .string(copy.to), "chain.sites": .string(claimants.joined(separator: ",")),
+            ])
+            return refuse(copy, .disputed, WireError(.unknownMachine, "There is no machine \"\(copy.to)\" in this chain."))
+        case .site(let owner):
+            site = owner
+        }
+        guard sites.isReachable(site) else {
+            return refuse(
+                copy, .gatewayUnavailable,
+                WireError(.gatewayUnavailable, "The arcade of this machine cannot be reached right now; your command was dropped. Try again in a minute."))
+        }
+        let id = idPrefix + String(counter.add(1, ordering: .relaxed).newValue)
+        let message = ChainCopy(id: id, provider: copy.provider, received: copy.received, headers: copy.headers, body: copy.body)
+        let topic = ChainTopics(prefix: sites.prefix, site: site).inbox
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Wait, Never>) in
+            waiting.withLock { $0[id] = continuation }
+            do throws(MQTTError) {
+                try client.publish(topic, payload: message.payload, qos: .atLeastOnce, retain: false)
+            } catch {
+                take(id)?.resume(returning: .notPublished(error.message))
+                return
+            }
+            let timeout = receiptTimeout
+            Task { [self] in
+                try? await Task.sleep(for: timeout)
+                take(id)?.resume(returning: .timedOut)
+            }
+        }
+        switch outcome {
+        case .receipt(let receipt):
+            RouterMetrics.routed(site: site)
+            RouterMetrics.latency.recordNanoseconds(Int64((ContinuousClock.now - copy.arrived).seconds * 1e9))
+            guard (200...599).contains(receipt.status) else {
+                return IngressAnswer.error(Refusal(.badGateway, code: "bad_receipt", "The site answered with HTTP status \(receipt.status)."))
+            }
+            return IngressAnswer(status: HTTPResponse.Status(code: receipt.status), body: Array(receipt.body.utf8))
+        case .timedOut:
+            RouterMetrics.refused[.noReceipt]?.increment()
+            warn("no_receipt", "No receipt from the site in time: answered 503, the IM service sends the copy again", [
+                "chain.site": .string(site), "chain.copy": .string(id),
+            ])
+            return .error(
+                Refusal(
+                    .serviceUnavailable, code: "no_receipt",
+                    "The arcade did not confirm the notification within router.receipt_timeout; send it again."))
+        case .notPublished(let reason):
+            RouterMetrics.refused[.busUnavailable]?.increment()
+            warn("bus_unavailable", "A copy not published: the router is not connected to the cluster", ["chain.error": .string(reason)])
+            return .error(.unavailable("The router cannot reach the chain's cluster right now; send the notification again."))
+        }
+    }
+
+    /// A copy no site takes: the player is told (once a second per code at
+    /// most), the IM service answered as a site would have answered it.
+    private func refuse(_ copy: RouterCopy, _ reason: RouterMetrics.Refusal, _ error: WireError) -> IngressAnswer {
+        RouterMetrics.refused[reason]?.increment()
+        tell(copy, error)
+        switch copy.provider {
+        case "generic": return Ingress.answer(.rejected(error))
+        default: return Ingress.copyAccepted
+        }
+    }
+
+    /// Command 9 from `to`, with the serial of the player's command. An
+    /// attach that is no command of the wire format (other custom
+    /// notifications the IM app copies too) gets no reply.
+    private func tell(_ copy: RouterCopy, _ error: WireError) {
+        guard !copy.from.isEmpty, copy.from.utf8.count <= PlayerText.maxAccountBytes,
+            let command = try? WireMessage.decode(copy.attach)
+        else { return }
+        let player = PlayerAddress(accid: copy.from, provider: copy.provider)
+        guard limits.mayRefuse(player, code: error.code, now: clock.now()) else { return }
+        players.send(
+            PlayerReply(
+                to: player, message: WireMessage(.error, data: error.code.rawValue, serial: command.serial, message: error.message),
+                priority: .normal, expires: nil),
+            from: MachineConfig(id: copy.to, name: copy.to, imAccount: copy.to, cameras: []))
+    }
+
+    private func take(_ id: String) -> CheckedContinuation<Wait, Never>? {
+        waiting.withLock { $0.removeValue(forKey: id) }
+    }
+
+    private func warn(_ kind: String, _ message: Logger.Message, _ metadata: Logger.Metadata) {
+        warnings.log(kind) { heldBack in
+            var metadata = metadata
+            metadata["log.held_back"] = .stringConvertible(heldBack)
+            logger.warning(message, metadata: metadata)
+        }
+    }
+
+    // MARK: On the client's thread
+
+    private func subscribed(_ ack: MQTTSubscribeAck) {
+        let subscriptions = sites.subscriptions
+        let refused = link.withLock { link -> Bool in
+            link.granted.formUnion(ack.granted)
+            guard !ack.refused.isEmpty else {
+                if subscriptions.allSatisfy(link.granted.contains) { link.refusal = nil }
+                return false
+            }
+            link.refusal =
+                "the chain's cluster refused the router's subscription to \(ack.refused.joined(separator: ", ")); "
+                + "check the router user's permissions (deploy/chain/users.conf)"
+            return true
+        }
+        guard refused else {
+            if link.withLock({ subscriptions.allSatisfy($0.granted.contains) }) {
+                logger.info("Router connected to the chain's cluster", metadata: ["chain.broker": "\(client.broker)"])
+            }
+            return
+        }
+        logger.error(
+            "Router subscription refused: reconnecting",
+            metadata: ["chain.topics": .string(ack.refused.joined(separator: ",")), "chain.broker": "\(client.broker)"])
+        client.dropConnection(reason: "subscription refused: \(ack.refused.joined(separator: ", "))")
+    }
+
+    private func received(_ message: MQTTMessage) {
+        guard let topic = sites.parse(message.topic) else { return }
+        guard case .receipt = topic else {
+            sites.receive(topic, payload: message.payload)
+            return
+        }
+        guard let receipt = ChainReceipt.decode(message.payload), receipt.id.hasPrefix(idPrefix) else { return }
+        if let continuation = take(receipt.id) {
+            continuation.resume(returning: .receipt(receipt))
+        } else {
+            RouterMetrics.lateReceipts.increment()
+            logger.debug("A receipt after its copy was answered: dropped", metadata: ["chain.copy": .string(receipt.id)])
+        }
+    }
+}

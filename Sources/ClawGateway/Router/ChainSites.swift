@@ -1,0 +1,282 @@
+import Foundation
+import Logging
+import Protocol
+import Synchronization
+
+/// What a router knows of the chain's sites, all of it from the cluster
+/// (SPEC §9): nothing is configured twice, and a router that restarts learns
+/// it again from the retained messages.
+///
+/// - `<prefix>/<site>/gateway/directory` (retained): the site's machines,
+///   and so who owns which IM account; an empty retained message forgets
+///   the site.
+/// - `<prefix>/<site>/gateway/heartbeat`: when the site was last heard of,
+///   on the router's monotonic clock; a site is reachable while that is
+///   less than ``heartbeatFreshness`` ago.
+/// - `<prefix>/<site>/<machine>/state` (`online`/`offline`) and
+///   `<prefix>/<site>/<machine>/queue` (the snapshot), both retained and
+///   bridged from the site's broker: what `/v1/sites` shows of a machine.
+///
+/// An IM account (or a machine id, for a generic `to`) that two sites'
+/// directories both claim belongs to neither: a copy for it is answered as
+/// for nobody's (`unknown_machine`), and the dispute is logged as an error
+/// naming both sites when it appears.
+final class ChainSites: Sendable {
+    /// A site is reachable while its last heartbeat is younger than this.
+    static let heartbeatFreshness: Duration = .seconds(3)
+
+    let prefix: String
+    private let clock: GameClock
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    private struct State {
+        var directories: [String: ChainDirectory] = [:]
+        /// The last heartbeat of each site, on ``GameClock/now``.
+        var heartbeats: [String: Duration] = [:]
+        var presence: [MachineKey: Bool] = [:]
+        var snapshots: [MachineKey: QueueSnapshot] = [:]
+        /// The sites whose directories name each IM account, and each machine id.
+        var byAccount: [String: [String]] = [:]
+        var byID: [String: [String]] = [:]
+    }
+
+    private struct MachineKey: Hashable {
+        var site: String
+        var machine: String
+    }
+
+    /// Who a copy's `to` belongs to.
+    enum Owner: Sendable, Equatable {
+        case site(String)
+        case nobody
+        /// Claimed by two sites or more (sorted): routed to none of them.
+        case disputed([String])
+    }
+
+    /// What a message of the router's subscriptions is about.
+    enum Topic: Sendable, Equatable {
+        case directory(site: String)
+        case heartbeat(site: String)
+        case receipt(site: String)
+        case presence(site: String, machine: String)
+        case snapshot(site: String, machine: String)
+    }
+
+    init(prefix: String, clock: GameClock, logger: Logger) {
+        self.prefix = prefix
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// The topic filters that bring in everything above, and the receipts.
+    var subscriptions: [String] {
+        [
+            "\(prefix)/+/gateway/directory", "\(prefix)/+/gateway/heartbeat", "\(prefix)/+/inbox/ack", "\(prefix)/+/+/state",
+            "\(prefix)/+/+/queue",
+        ]
+    }
+
+    /// Reads a topic under the prefix; nil for anything else (the sites'
+    /// own `gateway/state`, which the `+/+/state` filter also brings in).
+    func parse(_ topic: String) -> Topic? {
+        guard topic.hasPrefix(prefix + "/") else { return nil }
+        let parts = topic.dropFirst(prefix.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
+        let (site, middle, last) = (parts[0], parts[1], parts[2])
+        switch (middle, last) {
+        case ("gateway", "directory"): return .directory(site: site)
+        case ("gateway", "heartbeat"): return .heartbeat(site: site)
+        case ("inbox", "ack"): return .receipt(site: site)
+        case (Topics.reservedMachineID, _): return nil
+        case (_, MachineTopic.state.rawValue): return .presence(site: site, machine: middle)
+        case (_, MachineTopic.queue.rawValue): return .snapshot(site: site, machine: middle)
+        default: return nil
+        }
+    }
+
+    /// Takes in one message of ``subscriptions`` (receipts are the router's).
+    func receive(_ topic: Topic, payload: [UInt8]) {
+        switch topic {
+        case .directory(let site): directory(site, payload)
+        case .heartbeat(let site):
+            let now = clock.now()
+            state.withLock { $0.heartbeats[site] = now }
+        case .presence(let site, let machine):
+            let online: Bool? =
+                switch String(decoding: payload, as: UTF8.self) {
+                case Presence.online.rawValue: true
+                case Presence.offline.rawValue: false
+                default: nil
+                }
+            state.withLock { $0.presence[MachineKey(site: site, machine: machine)] = online }
+        case .snapshot(let site, let machine):
+            let snapshot = payload.isEmpty ? nil : try? JSONDecoder().decode(QueueSnapshot.self, from: Data(payload))
+            state.withLock { $0.snapshots[MachineKey(site: site, machine: machine)] = snapshot }
+        case .receipt:
+            break
+        }
+    }
+
+    private func directory(_ site: String, _ payload: [UInt8]) {
+        var directory: ChainDirectory?
+        if !payload.isEmpty {
+            guard let decoded = try? JSONDecoder().decode(ChainDirectory.self, from: Data(payload)) else {
+                logger.error(
+                    "A site's directory is not JSON the router reads: kept what it had",
+                    metadata: ["chain.site": .string(site), "chain.bytes": "\(payload.count)"])
+                return
+            }
+            directory = decoded
+            // The topic says whose it is: a site's user may publish only under its own name.
+            directory?.site = site
+        }
+        let (added, disputes) = state.withLock { state -> (Bool, [(String, [String])]) in
+            let before = Set(state.byAccount.filter { $0.value.count > 1 }.keys)
+            let added = state.directories[site] == nil && directory != nil
+            state.directories[site] = directory
+            if directory == nil {
+                state.presence = state.presence.filter { $0.key.site != site }
+                state.snapshots = state.snapshots.filter { $0.key.site != site }
+            }
+            Self.index(&state)
+            let disputes = state.byAccount.filter { $0.value.count > 1 && !before.contains($0.key) }
+            return (added, disputes.map { ($0.key, $0.value) }.sorted { $0.0 < $1.0 })
+        }
+        if let directory {
+            logger.log(
+                level: added ? .info : .debug, "Site directory received",
+                metadata: ["chain.site": .string(site), "chain.machines": "\(directory.machines.count)"])
+        } else {
+            logger.info("Site directory removed: the site is forgotten", metadata: ["chain.site": .string(site)])
+        }
+        for (account, sites) in disputes {
+            logger.error(
+                "Two sites claim one IM account: copies for it go to neither until one directory drops it",
+                metadata: ["im.account": .string(account), "chain.sites": .string(sites.joined(separator: ","))])
+        }
+    }
+
+    private static func index(_ state: inout State) {
+        state.byAccount = [:]
+        state.byID = [:]
+        for (site, directory) in state.directories.sorted(by: { $0.key < $1.key }) {
+            for machine in directory.machines {
+                if state.byAccount[machine.imAccount]?.contains(site) != true { state.byAccount[machine.imAccount, default: []].append(site) }
+                if state.byID[machine.id]?.contains(site) != true { state.byID[machine.id, default: []].append(site) }
+            }
+        }
+    }
+
+    /// The site that owns `to`: an IM account first (NetEase's `to`), else a machine id.
+    func owner(of to: String) -> Owner {
+        state.withLock { state in
+            guard let sites = state.byAccount[to] ?? state.byID[to] else { return .nobody }
+            return sites.count == 1 ? .site(sites[0]) : .disputed(sites)
+        }
+    }
+
+    func isReachable(_ site: String) -> Bool {
+        let now = clock.now()
+        return state.withLock { Self.reachable(site, $0, now: now) }
+    }
+
+    private static func reachable(_ site: String, _ state: State, now: Duration) -> Bool {
+        guard let last = state.heartbeats[site] else { return false }
+        return now - last < heartbeatFreshness
+    }
+
+    /// The sites with a directory, sorted: where the beats go.
+    var known: [String] {
+        state.withLock { $0.directories.keys.sorted() }
+    }
+
+    /// Sites with a directory, and how many of them are reachable.
+    var counts: (known: Int, reachable: Int) {
+        let now = clock.now()
+        return state.withLock { state in
+            (state.directories.count, state.directories.keys.filter { Self.reachable($0, state, now: now) }.count)
+        }
+    }
+
+    /// `GET /v1/sites`: every site with a directory, sorted, its machines in
+    /// the directory's order.
+    var list: SiteList {
+        let now = clock.now()
+        return state.withLock { state in
+            SiteList(
+                sites: state.directories.keys.sorted().map { site in
+                    let directory = state.directories[site]
+                    return SiteList.Site(
+                        site: site, reachable: Self.reachable(site, state, now: now),
+                        machines: (directory?.machines ?? []).map { machine in
+                            let key = MachineKey(site: site, machine: machine.id)
+                            return SiteList.Machine(machine, online: state.presence[key], snapshot: state.snapshots[key])
+                        })
+                })
+        }
+    }
+}
+
+/// `{"sites":[{"site","reachable","machines":[…]}]}`: each machine as the
+/// read API's machine object (SPEC §5), with `null` for what the cluster
+/// has not told the router (no snapshot yet; cameras, which directories do
+/// not carry), plus its `im_account`.
+struct SiteList: Encodable, Sendable {
+    var sites: [Site]
+
+    struct Site: Encodable, Sendable {
+        var site: String
+        var reachable: Bool
+        var machines: [Machine]
+    }
+
+    struct Machine: Encodable, Sendable {
+        var id: String
+        var name: String
+        var imAccount: String
+        var online: Bool?
+        var state: MachineStatus?
+        var paused: Bool?
+        var suspect: Bool?
+        var queueLength: Int?
+        var player: CurrentPlayer?
+        var cameras: [MachineSummary.Camera]?
+
+        init(_ machine: ChainDirectory.Machine, online: Bool?, snapshot: QueueSnapshot?) {
+            id = machine.id
+            name = machine.name
+            imAccount = machine.imAccount
+            // The PC's own word first; the gateway's snapshot when it is all there is.
+            self.online = online ?? snapshot?.online
+            state = snapshot?.state
+            paused = snapshot?.paused
+            suspect = snapshot?.suspect
+            queueLength = snapshot?.length
+            player = snapshot?.player
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case id, name
+            case imAccount = "im_account"
+            case online, state, paused, suspect
+            case queueLength = "queue_length"
+            case player, cameras
+        }
+
+        /// Every key present, `null` where unknown.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(name, forKey: .name)
+            try container.encode(imAccount, forKey: .imAccount)
+            try container.encode(online, forKey: .online)
+            try container.encode(state, forKey: .state)
+            try container.encode(paused, forKey: .paused)
+            try container.encode(suspect, forKey: .suspect)
+            try container.encode(queueLength, forKey: .queueLength)
+            try container.encode(player, forKey: .player)
+            try container.encode(cameras, forKey: .cameras)
+        }
+    }
+}
