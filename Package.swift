@@ -61,6 +61,9 @@ let package = Package(
                 .embedInCode("Live/Dashboard/dashboard.html"),
                 .embedInCode("Live/Dashboard/dashboard.js"),
                 .embedInCode("Live/Dashboard/dashboard.css"),
+                .embedInCode("Live/ChainDashboard/chain.html"),
+                .embedInCode("Live/ChainDashboard/chain.js"),
+                .embedInCode("Live/ChainDashboard/chain.css"),
             ]
         ),
         // The soak, memory and start-up benchmark: its own binary, not the daemon's.

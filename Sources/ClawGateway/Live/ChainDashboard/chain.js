@@ -1,0 +1,286 @@
+// The chain's dashboard, served by claw-gateway route: every site and its
+// machines, read from GET /v1/sites once a second. A site whose heartbeat
+// stopped (reachable false) stays on the page, greyed and marked cut off, its
+// machines as they were last known.
+//
+// With router.read_token set, the page asks for it once, the way the site's
+// page does, and keeps it in the tab (sessionStorage), sent as a Bearer header.
+//
+// Every string from the router (site, machine, player) is put into the page
+// with textContent or as an attribute value, never as HTML.
+"use strict";
+
+(function () {
+  const READ_TOKEN_KEY = "claw-read-token";
+  const POLL_INTERVAL = 1000;
+  // A router that does not answer within this is counted as down.
+  const REQUEST_TIMEOUT = 5000;
+
+  const page = {
+    // Site name -> { section, badges, count, note, grid, machines: Map(id -> card parts) }.
+    sites: new Map(),
+    empty: null,
+    request: null,
+    timer: 0,
+    waitingForToken: false,
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function pills(node, list) {
+    node.replaceChildren(...list.map(([text, kind]) => el("span", "pill " + kind, text)));
+  }
+
+  // Moves nodes only when the order changed: a text the operator selected
+  // stays selected from one second to the next.
+  function place(parent, children) {
+    const current = parent.children;
+    if (current.length === children.length && children.every((child, index) => current[index] === child)) return;
+    parent.replaceChildren(...children);
+  }
+
+  // MARK: Polling
+
+  // One request at a time; the next one a second after this one ended.
+  function poll() {
+    clearTimeout(page.timer);
+    if (page.request) page.request.abort();
+    const controller = new AbortController();
+    page.request = controller;
+    const timeout = setTimeout(() => controller.abort(), REQUEST_TIMEOUT);
+    let shown = false;
+    let note = null;
+    let delay = POLL_INTERVAL;
+    fetch("/v1/sites", { headers: readHeaders({ Accept: "application/json" }), cache: "no-store", signal: controller.signal })
+      .then((response) => {
+        if (response.status === 401) return needToken();
+        if (!response.ok) {
+          if (response.status === 429) note = "Too many wrong tokens from here; trying again in a minute";
+          else if (response.status === 421) note = "The router does not answer to this address (421)";
+          else note = "The router answered " + response.status + "; retrying…";
+          const after = Number(response.headers.get("Retry-After"));
+          if (after > 0) delay = Math.max(delay, after * 1000);
+          return;
+        }
+        return response.json().then((body) => {
+          if (!body || !Array.isArray(body.sites)) throw new Error("no sites in the answer");
+          tokenAccepted();
+          render(body.sites);
+          setLive(true);
+          shown = true;
+        });
+      })
+      .catch(() => {})
+      .then(() => {
+        clearTimeout(timeout);
+        // A newer request (a token just entered) took over.
+        if (page.request !== controller) return;
+        page.request = null;
+        if (page.waitingForToken) return;
+        if (!shown) setLive(false, note);
+        page.timer = setTimeout(poll, delay);
+      });
+  }
+
+  function setLive(live, note) {
+    if (live) pill($("link"), "Live", "good");
+    else pill($("link"), note || "Disconnected, retrying…", "bad");
+    document.body.classList.toggle("stale", !live);
+  }
+
+  function pill(node, text, kind) {
+    node.textContent = text;
+    node.className = "pill " + kind;
+  }
+
+  // MARK: The read token (router.read_token)
+
+  function readHeaders(headers) {
+    const token = sessionStorage.getItem(READ_TOKEN_KEY);
+    if (token) headers.Authorization = "Bearer " + token;
+    return headers;
+  }
+
+  // The router wants a token: ask for it, in the page; a token that was
+  // refused is forgotten, so a reload does not send it again. No polling
+  // until one is entered.
+  function needToken() {
+    const refusedToken = sessionStorage.getItem(READ_TOKEN_KEY);
+    sessionStorage.removeItem(READ_TOKEN_KEY);
+    page.waitingForToken = true;
+    pill($("link"), "Token needed", "bad");
+    document.body.classList.add("stale");
+    $("login").hidden = false;
+    loginStatus(
+      refusedToken ? "The token was refused (401): check router.read_token." : "This router needs its read token (router.read_token) or the admin token.",
+      refusedToken ? "error" : "meta"
+    );
+    $("read-token").focus();
+  }
+
+  function tokenAccepted() {
+    page.waitingForToken = false;
+    $("login").hidden = true;
+    $("read-token").value = "";
+  }
+
+  function loginStatus(text, kind) {
+    const status = $("login-status");
+    status.textContent = text;
+    status.className = kind;
+  }
+
+  // MARK: Sites
+
+  function render(list) {
+    const seen = new Set();
+    const sections = [];
+    let machines = 0;
+    let cutOff = 0;
+    for (const data of list) {
+      if (!data || typeof data !== "object") continue;
+      const name = String(data.site);
+      if (seen.has(name)) continue;
+      seen.add(name);
+      let site = page.sites.get(name);
+      if (!site) {
+        site = buildSite(name);
+        page.sites.set(name, site);
+      }
+      const reachable = data.reachable === true;
+      if (!reachable) cutOff += 1;
+      const machinesOf = Array.isArray(data.machines) ? data.machines : [];
+      machines += machinesOf.length;
+      renderSite(site, reachable, machinesOf);
+      sections.push(site.section);
+    }
+    for (const name of page.sites.keys()) if (!seen.has(name)) page.sites.delete(name);
+    if (sections.length === 0) {
+      page.empty = page.empty || el("p", "empty", "No site yet: none has published its directory on the cluster.");
+      sections.push(page.empty);
+    }
+    place($("sites"), sections);
+    $("summary").textContent =
+      count(seen.size, "site", "sites") + (cutOff > 0 ? ", " + cutOff + " cut off" : "") + " · " + count(machines, "machine", "machines");
+    $("updated").textContent = "Updated " + new Date().toLocaleTimeString() + ".";
+  }
+
+  function count(number, one, many) {
+    return number + " " + (number === 1 ? one : many);
+  }
+
+  function buildSite(name) {
+    const section = el("section", "site");
+    section.dataset.site = name;
+    const head = el("header", "site-head");
+    const title = el("h2", "site-name", name);
+    const badges = el("div", "badges");
+    const summary = el("span", "meta site-count");
+    head.append(title, badges, summary);
+    const note = el("p", "site-note", "No heartbeat from this site: its machines as last known.");
+    const grid = el("div", "machines");
+    section.append(head, note, grid);
+    return { section, badges, summary, note, grid, machines: new Map(), empty: null };
+  }
+
+  function renderSite(site, reachable, list) {
+    site.section.classList.toggle("cut-off", !reachable);
+    site.section.dataset.reachable = String(reachable);
+    pills(site.badges, [reachable ? ["Reachable", "good"] : ["Cut off", "bad"]]);
+    site.note.hidden = reachable;
+    const online = list.filter((machine) => machine && machine.online === true).length;
+    site.summary.textContent = count(list.length, "machine", "machines") + ", " + online + " online" + (reachable ? "" : " (last known)");
+
+    const seen = new Set();
+    const cards = [];
+    for (const data of list) {
+      if (!data || typeof data !== "object") continue;
+      const id = String(data.id);
+      if (seen.has(id)) continue;
+      seen.add(id);
+      let machine = site.machines.get(id);
+      if (!machine) {
+        machine = buildMachine(id);
+        site.machines.set(id, machine);
+      }
+      renderMachine(machine, data, reachable);
+      cards.push(machine.card);
+    }
+    for (const id of site.machines.keys()) if (!seen.has(id)) site.machines.delete(id);
+    if (cards.length === 0) {
+      site.empty = site.empty || el("p", "empty", "No machine in this site's directory.");
+      cards.push(site.empty);
+    }
+    place(site.grid, cards);
+  }
+
+  // MARK: Machines
+
+  function buildMachine(id) {
+    const card = el("article", "machine");
+    card.dataset.machine = id;
+    const head = el("header", "machine-head");
+    const title = el("h2", null);
+    const name = el("span", "machine-name");
+    title.append(name, el("span", "machine-id", id));
+    const badges = el("div", "badges");
+    head.append(title, badges);
+    const state = el("p", "state");
+    const player = el("p", "player");
+    const queue = el("p", "queue-length");
+    card.append(head, state, player, queue);
+    return { card, name, badges, state, player, queue };
+  }
+
+  function renderMachine(machine, data, reachable) {
+    const player = data.player;
+    const online = data.online === true;
+    // Offline with a player: the PC dropped mid-game and the game is kept for it.
+    const reconnecting = !online && player !== null && player !== undefined;
+    const state = typeof data.state === "string" ? data.state : "unknown";
+    machine.name.textContent = data.name === null || data.name === undefined || data.name === "" ? String(data.id) : String(data.name);
+    const badges = [];
+    if (!reachable) badges.push(["Last known", "warn"]);
+    if (reconnecting) badges.push(["Reconnecting", "warn"]);
+    else badges.push(online ? ["Online", "good"] : ["Offline", "bad"]);
+    pills(machine.badges, badges);
+    machine.card.dataset.state = !reachable ? "last-known" : reconnecting ? "reconnecting" : state;
+    machine.state.textContent = reconnecting ? "reconnecting (game kept)" : state.replace(/_/g, " ");
+
+    machine.player.replaceChildren();
+    if (player && typeof player === "object") {
+      machine.player.append(el("span", "label", "Player "));
+      const nick = el("strong", "nick", player.nick || player.accid || "?");
+      if (player.accid) nick.title = String(player.accid);
+      machine.player.append(nick);
+    } else if (typeof player === "string" && player !== "") {
+      machine.player.append(el("span", "label", "Player "), el("strong", "nick", player));
+    } else {
+      machine.player.append(el("span", "label", "No player"));
+    }
+    const waiting = Number.isFinite(data.queue_length) ? data.queue_length : 0;
+    machine.queue.textContent = "Queue: " + waiting + " waiting";
+  }
+
+  // MARK: Start
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("login").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const token = $("read-token").value.trim();
+      if (!token) return;
+      sessionStorage.setItem(READ_TOKEN_KEY, token);
+      loginStatus("Checking…", "meta");
+      page.waitingForToken = false;
+      poll();
+    });
+    poll();
+  });
+})();
