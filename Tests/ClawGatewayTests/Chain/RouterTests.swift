@@ -1,0 +1,473 @@
+import Clocks
+import Foundation
+import Logging
+import Protocol
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+@testable import ClawGateway
+
+/// `chain.yaml`: every problem named by its key.
+@Suite struct RouterConfigTests {
+    static let valid = """
+        router:
+          listen: 127.0.0.1:8181
+          read_token: read-token-of-16-bytes
+          receipt_timeout: 500ms
+        bus:
+          urls: [mqtt://127.0.0.1:1883, mqtt://127.0.0.1:1884]
+          username: router
+          password: secret
+        im:
+          netease:
+            app_key: key
+            app_secret: secret
+
+        """
+
+    @Test func aValidFileIsReadWithItsDefaults() throws {
+        let config = try RouterConfig.parse(Self.valid)
+        #expect(config.router.http.host == "127.0.0.1" && config.router.http.port == 8181)
+        #expect(config.router.receiptTimeout == .milliseconds(500))
+        #expect(config.router.http.readToken == "read-token-of-16-bytes")
+        #expect(config.bus.urls.map(\.port) == [1883, 1884])
+        #expect(config.bus.topicPrefix == "claw")
+        #expect(config.bus.clientID.hasPrefix("claw-router-") && !config.bus.clientID.contains("."))
+        #expect(config.im.netease?.callbackPath == "/im/netease")
+        #expect(config.im.generic == nil)
+    }
+
+    @Test func theDefaultsListenEverywhereAndWaitASecond() throws {
+        let config = try RouterConfig.parse(
+            """
+            bus: { urls: [mqtts://chain.example.com] }
+            im: { generic: { secret: s } }
+            """)
+        #expect(config.router.http.host == "0.0.0.0" && config.router.http.port == 8080)
+        #expect(config.router.receiptTimeout == .seconds(1))
+        #expect(config.bus.tls != nil && config.bus.urls[0].port == 8883)
+    }
+
+    @Test func theDefaultClientIDIsUniquePerProcessWithoutDots() {
+        let one = RouterConfig.defaultClientID(host: "Router.Example.com", pid: 41)
+        #expect(one == "claw-router-router-example-com-41")
+        #expect(one != RouterConfig.defaultClientID(host: "Router.Example.com", pid: 42))
+        #expect(RouterConfig.clientIDProblem(one) == nil)
+        #expect(RouterConfig.clientIDProblem("claw.router") != nil)
+    }
+
+    @Test(arguments: [
+        ("router: { recipt_timeout: 1s }\n", "router.recipt_timeout", "did you mean receipt_timeout"),
+        ("router: { read_token: short }\n", "router.read_token", "16"),
+        ("router: { receipt_timeout: soon }\n", "router.receipt_timeout", "not a duration"),
+        ("router: { listen: nowhere }\n", "router.listen", "host:port"),
+        ("bus: { urls: [http://x:1] }\nim: { generic: { secret: s } }\n", "bus.urls[0]", "mqtt://"),
+        ("bus: { urls: [] }\nim: { generic: { secret: s } }\n", "bus.urls", "at least one"),
+        ("bus: { urls: [mqtt://x:1], client_id: claw.router }\nim: { generic: { secret: s } }\n", "bus.client_id", "'.'"),
+        ("bus: { urls: [mqtt://x:1], topic_prefix: claw/# }\nim: { generic: { secret: s } }\n", "bus.topic_prefix", "wildcard"),
+        ("im: { generic: { secret: s } }\n", "bus", "is required"),
+        ("bus: { urls: [mqtt://x:1] }\n", "im", "is required"),
+        ("bus: { urls: [mqtt://x:1] }\nim: {}\n", "im", "netease or generic"),
+        ("bus: { urls: [mqtt://x:1] }\nim: { netease: { app_key: k } }\n", "im.netease.app_secret", "is required"),
+        ("http: {}\n", "http", "unknown key"),
+    ])
+    func aBadKeyIsNamed(yaml: String, path: String, message: String) throws {
+        let error = try #require(throws: ConfigError.self) { try RouterConfig.parse(yaml) }
+        #expect(
+            error.problems.contains { $0.path == path && $0.message.contains(message) },
+            "\(error.problems.map(\.description))")
+    }
+}
+
+extension HeavySuites {
+    /// The router in this process against a real mosquitto, with fake sites
+    /// (MQTT clients that publish a directory and heartbeats and answer
+    /// copies) and the fake NetEase API for the players' replies.
+    @Suite struct RouterTests {
+        static let readToken = "router-read-token-0123"
+
+        /// A site as the router sees it: its directory, its heartbeats, and
+        /// receipts for the copies on its inbox (or none, when told not to answer).
+        final class FakeSite: Sendable {
+            let name: String
+            let client: MQTTClient
+            let copies = Recorder<ChainCopy>()
+            let beats = Recorder<ContinuousClock.Instant>()
+            let topics: ChainTopics
+            private let acks = Recorder<MQTTSubscribeAck>()
+
+            /// - Parameter answering: false: copies are recorded, never acknowledged.
+            init(broker: MosquittoBroker, name: String, answering: Bool = true) async throws {
+                self.name = name
+                topics = ChainTopics(prefix: "claw", site: name)
+                var configuration = MQTTClientConfiguration(host: "127.0.0.1", port: broker.port, clientID: "claw-site-\(name)")
+                configuration.protocolVersion = .v311
+                client = try MQTTClient(configuration: configuration, logger: Logger(label: "fake-site"))
+                let copies = copies, beats = beats, acks = acks, client = client, topics = topics
+                client.onSubscribeAck { acks.append($0) }
+                client.onMessage { message in
+                    guard message.topic == topics.inbox else { return }
+                    if message.payload == ChainRouter.beat {
+                        beats.append(.now)
+                        return
+                    }
+                    guard let copy = ChainCopy.decode(message.payload) else { return }
+                    copies.append(copy)
+                    guard answering else { return }
+                    let receipt = ChainReceipt(id: copy.id, status: 200, body: #"{"code":200,"site":"\#(name)"}"#)
+                    try? client.publish(topics.inboxAck, payload: receipt.payload, qos: .atLeastOnce, retain: false)
+                }
+                client.subscribe([topics.inbox], qos: .atLeastOnce)
+                client.start()
+                try await eventually("site \(name) to subscribe to its inbox") { !acks.items.isEmpty }
+            }
+
+            /// Retained, as a site's link publishes it: `(id, im_account)` per machine.
+            func publishDirectory(_ machines: [(String, String)]) throws {
+                let directory = #"{"site":"\#(name)","machines":["#
+                    + machines.map { #"{"id":"\#($0.0)","im_account":"\#($0.1)","name":"Machine \#($0.0)"}"# }.joined(separator: ",")
+                    + "]}"
+                try client.publish(topics.directory, payload: Array(directory.utf8), qos: .atLeastOnce, retain: true)
+            }
+
+            func heartbeat() throws {
+                try client.publish(topics.heartbeat, payload: Array(#"{"site":"\#(name)","seq":1}"#.utf8), qos: .atMostOnce, retain: false)
+            }
+
+            func publish(_ topic: String, _ payload: String, retain: Bool = true) throws {
+                try client.publish(topic, payload: Array(payload.utf8), qos: .atLeastOnce, retain: retain)
+            }
+
+            func stop() async {
+                await client.shutdown()
+            }
+        }
+
+        /// The router's services in a group of this test's, on a free port.
+        final class RunningRouter {
+            let app: ChainRouterApp
+            let port: Int
+            let clock: TestClock<Duration>?
+            private let group: ServiceGroup
+            private let task: Task<Void, any Error>
+
+            var base: String { "http://127.0.0.1:\(port)" }
+
+            /// - Parameter testClock: the router's clock is this one (moved by
+            ///   the test) when true, the system's otherwise.
+            init(broker: MosquittoBroker, netease: FakeNetEaseAPI, testClock: Bool = true, receiptTimeout: String = "1s") async throws {
+                port = try FreePort.next()
+                let config = try RouterConfig.parse(
+                    """
+                    router:
+                      listen: 127.0.0.1:\(port)
+                      read_token: \(RouterTests.readToken)
+                      receipt_timeout: \(receiptTimeout)
+                    bus:
+                      urls: [\(broker.url)]
+                      username: router
+                    im:
+                      netease:
+                        app_key: \(FakeNetEaseAPI.appKey)
+                        app_secret: \(FakeNetEaseAPI.appSecret)
+                        api_base: \(netease.baseURL)
+                        reply_timeout: 1s
+                      generic:
+                        secret: \(E2ESite.webhookSecret)
+
+                    """)
+                let clock = testClock ? TestClock<Duration>() : nil
+                self.clock = clock
+                let gameClock = clock.map { GameClock($0, wallNow: { Date() }) } ?? .system
+                var logger = Logger(label: "router-under-test")
+                logger.logLevel = .debug
+                app = try ChainRouterApp.build(config: config, logger: logger, clock: gameClock)
+                group = ServiceGroup(configuration: ServiceGroupConfiguration(services: app.services, logger: logger))
+                let group = group
+                task = Task { try await group.run() }
+                try await eventually("the router to listen") { await HTTP.reachable(port: self.port) }
+            }
+
+            func readiness() async throws -> HTTP.Answer {
+                try await HTTP.get("\(base)/readyz")
+            }
+
+            func read(_ path: String, token: String? = RouterTests.readToken) async throws -> HTTP.Answer {
+                try await HTTP.request(.GET, "\(base)\(path)", headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
+            }
+
+            func copy(from player: String, to account: String, _ attach: String) async throws -> (answer: HTTP.Answer, body: [UInt8]) {
+                let body = NetEaseCopyBody.encode(from: player, to: account, attach: attach)
+                let answer = try await HTTP.request(.POST, "\(base)/im/netease", headers: E2ESite.signedCopyHeaders(body), body: body)
+                return (answer, body)
+            }
+
+            func metric(_ series: String) async throws -> Double? {
+                try PrometheusText(try await read("/metrics").body).samples[series]
+            }
+
+            func stop() async {
+                await group.triggerGracefulShutdown()
+                _ = try? await task.value
+            }
+        }
+
+        /// A broker, the fake NetEase API, a router and two sites with a
+        /// directory each (arcade-1: m1/claw_a1; arcade-2: m1/claw_b1, m2/claw_b2),
+        /// the router ready; stopped afterwards, also when `body` throws.
+        static func with(
+            testClock: Bool = true, receiptTimeout: String = "1s", answering: Bool = true,
+            _ body: (RunningRouter, [FakeSite], FakeNetEaseAPI) async throws -> Void
+        ) async throws {
+            let broker = try MosquittoBroker.start()
+            let netease = try await FakeNetEaseAPI()
+            let router = try await RunningRouter(broker: broker, netease: netease, testClock: testClock, receiptTimeout: receiptTimeout)
+            var sites: [FakeSite] = []
+            do {
+                sites = [
+                    try await FakeSite(broker: broker, name: "arcade-1", answering: answering),
+                    try await FakeSite(broker: broker, name: "arcade-2", answering: answering),
+                ]
+                try sites[0].publishDirectory([("m1", "claw_a1")])
+                try sites[1].publishDirectory([("m1", "claw_b1"), ("m2", "claw_b2")])
+                try await eventually("the router to be ready with both directories") {
+                    (try? await router.readiness())?.status == 200 && router.app.router.sites.known.count == 2
+                }
+                try await body(router, sites, netease)
+            } catch {
+                await stopAll(router, sites, netease, broker)
+                throw error
+            }
+            await stopAll(router, sites, netease, broker)
+        }
+
+        private static func stopAll(_ router: RunningRouter, _ sites: [FakeSite], _ netease: FakeNetEaseAPI, _ broker: MosquittoBroker) async {
+            await router.stop()
+            for site in sites { await site.stop() }
+            await netease.stop()
+            broker.stop()
+        }
+
+        /// Both sites heard from now, on the router's clock.
+        static func heartbeats(_ router: RunningRouter, _ sites: [FakeSite]) async throws {
+            for site in sites { try site.heartbeat() }
+            try await eventually("both sites to be reachable") {
+                sites.allSatisfy { router.app.router.sites.isReachable($0.name) }
+            }
+        }
+
+        /// The command 9 the fake NetEase API delivered to `player`.
+        static func refusal(to player: String, in netease: FakeNetEaseAPI) async throws -> (sent: FakeNetEaseAPI.Sent, message: WireMessage) {
+            var found: (FakeNetEaseAPI.Sent, WireMessage)?
+            try await eventually("a command 9 to \(player)") {
+                found = netease.sent.items.filter { $0.to == player }.compactMap { sent in
+                    (try? WireMessage.decode(Array(sent.attach.utf8))).map { (sent, $0) }
+                }.first { $0.1.code == .error }
+                return found != nil
+            }
+            let (sent, message) = try #require(found)
+            return (sent, message)
+        }
+
+        @Test func aCopyReachesItsOwnersInboxByteForByteAndTheSitesAnswerComesBack() async throws {
+            try await Self.with { router, sites, _ in
+                try await Self.heartbeats(router, sites)
+                let (answer, body) = try await router.copy(from: "alice", to: "claw_b2", #"{"command":6,"serial":7}"#)
+                #expect(answer.status == 200)
+                #expect(answer.body == #"{"code":200,"site":"arcade-2"}"#)
+                let copy = try #require(sites[1].copies.items.first)
+                #expect(copy.body == body)
+                #expect(copy.provider == "netease")
+                #expect(copy.id.hasPrefix(router.app.config.bus.clientID + "-"))
+                #expect(Set(copy.headers.keys) == ["appkey", "curtime", "md5", "checksum"])
+                #expect(copy.headers["md5"] == Signatures.md5Hex(body))
+                #expect(abs(copy.age(at: Date()).seconds) < 5)
+                #expect(sites[0].copies.items.isEmpty)
+
+                // The generic webhook too, `to` an IM account; ids differ per copy.
+                let generic = GenericEnvelope.encode(from: "bob", to: "claw_a1", attach: #"{"command":6}"#)
+                let answer2 = try await E2ESite.postGeneric(base: router.base, body: generic)
+                #expect(answer2.status == 200 && answer2.body.contains("arcade-1"))
+                let second = try #require(sites[0].copies.items.first)
+                #expect(second.provider == "generic" && second.body == generic && second.id != copy.id)
+                #expect(second.headers.keys.sorted() == ["x-claw-signature", "x-claw-timestamp"])
+
+                #expect(try await router.metric(#"claw_router_routed_total{site="arcade-2"}"#) ?? 0 >= 1)
+            }
+        }
+
+        @Test func aCopyForNobodysAccountTellsThePlayerUnknownMachineWithTheirSerial() async throws {
+            try await Self.with { router, sites, netease in
+                try await Self.heartbeats(router, sites)
+                let (answer, _) = try await router.copy(from: "carol", to: "claw_nobody", #"{"command":1,"data":"left","serial":42}"#)
+                #expect(answer.status == 200 && answer.body == #"{"code":200}"#)
+                let (sent, message) = try await Self.refusal(to: "carol", in: netease)
+                #expect(message.data == "unknown_machine" && message.serial == 42)
+                #expect(sent.from == "claw_nobody" && sent.headerProblem == nil)
+
+                // A machine id two sites both have is nobody's: neither gets it.
+                let generic = GenericEnvelope.encode(from: "dave", to: "m1", attach: #"{"command":6,"serial":3}"#)
+                let answer2 = try await E2ESite.postGeneric(base: router.base, body: generic)
+                #expect(answer2.status == 404 && answer2.json["code"] as? String == "unknown_machine")
+                #expect(sites.allSatisfy { $0.copies.items.isEmpty })
+            }
+        }
+
+        @Test func aSiteWithoutAFreshHeartbeatGetsNothingAndThePlayerIsToldGatewayUnavailable() async throws {
+            try await Self.with { router, sites, netease in
+                // Never heard from: unreachable.
+                let (answer, _) = try await router.copy(from: "erin", to: "claw_a1", #"{"command":2,"serial":5}"#)
+                #expect(answer.status == 200)
+                let (_, message) = try await Self.refusal(to: "erin", in: netease)
+                #expect(message.data == "gateway_unavailable" && message.serial == 5)
+
+                // Heard from, then silent for 3 s on the router's clock.
+                try await Self.heartbeats(router, sites)
+                try await #require(router.clock).advance(by: .seconds(3))
+                #expect(!router.app.router.sites.isReachable("arcade-1"))
+                let (late, _) = try await router.copy(from: "frank", to: "claw_a1", #"{"command":2,"serial":6}"#)
+                #expect(late.status == 200)
+                let (_, again) = try await Self.refusal(to: "frank", in: netease)
+                #expect(again.data == "gateway_unavailable" && again.serial == 6)
+
+                // The next copy after a heartbeat is the first the inbox sees.
+                try await Self.heartbeats(router, sites)
+                let (routed, body) = try await router.copy(from: "frank", to: "claw_a1", #"{"command":2,"serial":7}"#)
+                #expect(routed.status == 200 && routed.body.contains("arcade-1"))
+                #expect(sites[0].copies.items.map(\.body) == [body])
+            }
+        }
+
+        @Test func noReceiptInTimeIs503AndALateOneIsCountedAndDropped() async throws {
+            try await Self.with(receiptTimeout: "300ms", answering: false) { router, sites, _ in
+                try await Self.heartbeats(router, sites)
+                let lateBefore = try await router.metric("claw_router_receipts_late_total") ?? 0
+                let started = ContinuousClock.now
+                let (answer, _) = try await router.copy(from: "gina", to: "claw_b1", #"{"command":6}"#)
+                let took = ContinuousClock.now - started
+                #expect(answer.status == 503 && answer.json["code"] as? String == "no_receipt")
+                #expect(took >= .milliseconds(300) && took < .milliseconds(1800), "answered after \(took)")
+                let copy = try #require(sites[1].copies.items.first)
+                try sites[1].publish(sites[1].topics.inboxAck, String(decoding: ChainReceipt(id: copy.id, status: 200, body: "{}").payload, as: UTF8.self), retain: false)
+                try await eventually("the late receipt to be counted") {
+                    (try await router.metric("claw_router_receipts_late_total") ?? 0) == lateBefore + 1
+                }
+            }
+        }
+
+        @Test func aBadCheckSumIs401JSONAndTheAddressCheckAndOtherEventsAre200() async throws {
+            try await Self.with { router, sites, _ in
+                try await Self.heartbeats(router, sites)
+                let body = NetEaseCopyBody.encode(from: "hank", to: "claw_a1", attach: #"{"command":6}"#)
+                var headers = E2ESite.signedCopyHeaders(body)
+                headers = headers.map { $0.0 == "CheckSum" ? ($0.0, String(repeating: "0", count: 40)) : $0 }
+                let refused = try await HTTP.request(.POST, "\(router.base)/im/netease", headers: headers, body: body)
+                #expect(refused.status == 401 && refused.json["code"] as? String == "unauthorized")
+                #expect(refused.json["message"] is String)
+
+                let check = Array("{}".utf8)
+                let answer = try await HTTP.request(.POST, "\(router.base)/im/netease", headers: E2ESite.signedCopyHeaders(check), body: check)
+                #expect(answer.status == 200 && answer.body == #"{"code":200}"#)
+                let chat = Array(#"{"eventType":"2","fromAccount":"hank"}"#.utf8)
+                let other = try await HTTP.request(.POST, "\(router.base)/im/netease", headers: E2ESite.signedCopyHeaders(chat), body: chat)
+                #expect(other.status == 200)
+
+                let generic = GenericEnvelope.encode(from: "hank", to: "claw_a1", attach: "{}")
+                let unsigned = try await E2ESite.postGeneric(base: router.base, body: generic, secret: "not-the-secret")
+                #expect(unsigned.status == 401 && unsigned.json["code"] as? String == "unauthorized")
+                #expect(sites.allSatisfy { $0.copies.items.isEmpty })
+            }
+        }
+
+        @Test func beatsReachEveryKnownSitesInboxEverySecond() async throws {
+            try await Self.with(testClock: false) { router, sites, _ in
+                var firstFour: [ContinuousClock.Instant] = []
+                try await eventually("four beats on arcade-2's inbox", timeout: .seconds(15)) {
+                    firstFour = Array(sites[1].beats.items.prefix(4))
+                    return firstFour.count == 4 && !sites[0].beats.items.isEmpty
+                }
+                let span = firstFour[3] - firstFour[0]
+                #expect(span > .milliseconds(2500) && span < .milliseconds(4500), "three beat intervals took \(span)")
+                #expect(try await router.metric("claw_router_beats_total") ?? 0 >= 5)
+            }
+        }
+
+        @Test func sitesAreListedSortedBehindTheReadTokenWithNullsWhereNothingIsKnown() async throws {
+            try await Self.with { router, sites, _ in
+                try await Self.heartbeats(router, sites)
+                try sites[1].publish("claw/arcade-2/m2/state", "online")
+                try sites[1].publish(
+                    "claw/arcade-2/m2/queue",
+                    String(
+                        decoding: QueueSnapshot(
+                            machine: "m2", seq: 3, state: .playing, online: true, paused: false,
+                            player: CurrentPlayer(accid: "ivy", provider: "netease", nick: "Ivy", session: "s1", deadline: nil),
+                            waiting: [WaitingPlayer(accid: "jo", provider: "netease", nick: "Jo")]
+                        ).encoded(), as: UTF8.self))
+                try sites[1].publish("claw/arcade-2/gateway/state", "online")
+
+                #expect(try await router.read("/v1/sites", token: nil).status == 401)
+                #expect(try await router.read("/v1/sites", token: "wrong-token-0123456789").status == 401)
+                var listed: [[String: Any]] = []
+                try await eventually("m2's snapshot on /v1/sites") {
+                    listed = try await router.read("/v1/sites").json["sites"] as? [[String: Any]] ?? []
+                    let machines = listed.last?["machines"] as? [[String: Any]] ?? []
+                    return machines.last?["queue_length"] as? Int == 1 && machines.last?["online"] as? Bool == true
+                }
+                #expect(listed.map { $0["site"] as? String } == ["arcade-1", "arcade-2"])
+                #expect(listed.allSatisfy { $0["reachable"] as? Bool == true })
+                let machines = try #require(listed[1]["machines"] as? [[String: Any]])
+                #expect(machines.map { $0["id"] as? String } == ["m1", "m2"])
+                let keys: Set<String> = ["id", "name", "im_account", "online", "state", "paused", "suspect", "queue_length", "player", "cameras"]
+                #expect(machines.allSatisfy { Set($0.keys) == keys })
+                #expect(machines[1]["state"] as? String == "playing")
+                #expect((machines[1]["player"] as? [String: Any])?["accid"] as? String == "ivy")
+                #expect(machines[1]["name"] as? String == "Machine m2" && machines[1]["im_account"] as? String == "claw_b2")
+                // Nothing heard of m1 but its directory entry: null, not left out.
+                #expect(machines[0]["online"] is NSNull && machines[0]["state"] is NSNull && machines[0]["player"] is NSNull)
+                #expect(machines[0]["cameras"] is NSNull)
+
+                try await #require(router.clock).advance(by: .seconds(3))
+                let stale = try await router.read("/v1/sites").json["sites"] as? [[String: Any]] ?? []
+                #expect(stale.allSatisfy { $0["reachable"] as? Bool == false })
+                #expect(try await router.read("/metrics", token: nil).status == 401)
+            }
+        }
+
+        @Test func notReadyBeforeADirectoryAndReadyAfter() async throws {
+            let broker = try MosquittoBroker.start()
+            let netease = try await FakeNetEaseAPI()
+            let router = try await RunningRouter(broker: broker, netease: netease)
+            var site: FakeSite?
+            do {
+                try await eventually("readyz to say there is no directory") {
+                    let answer = try await router.readiness()
+                    return answer.status == 503 && answer.body.contains("no site's directory")
+                }
+                #expect(try await router.readiness().json["code"] as? String == "not_ready")
+                #expect(try await HTTP.get("\(router.base)/healthz").status == 200)
+                site = try await FakeSite(broker: broker, name: "arcade-9")
+                try site?.publishDirectory([("m1", "claw_z1")])
+                try await eventually("readyz to be 200") { try await router.readiness().status == 200 }
+            } catch {
+                Issue.record(error)
+            }
+            await router.stop()
+            await site?.stop()
+            await netease.stop()
+            broker.stop()
+        }
+
+        @Test func routeRefusesABadChainYamlWithExitStatus78NamingTheKey() throws {
+            let directory = try TemporaryDirectory.make(prefix: "route-config")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let file = directory.appendingPathComponent("chain.yaml")
+            try "router:\n  recipt_timeout: 1s\nbus:\n  urls: [mqtt://127.0.0.1:1]\nim:\n  generic: { secret: s }\n".write(
+                to: file, atomically: true, encoding: .utf8)
+            let result = try GatewayBinary.run(["route", "--config", file.path])
+            #expect(result.status == 78)
+            #expect(result.error.contains("router.recipt_timeout: unknown key (did you mean receipt_timeout?)"))
+        }
+    }
+}
