@@ -79,13 +79,18 @@ enum HTTPServer {
 
     static let serverName = "claw-gateway"
 
-    static func application(_ parts: Parts, logger: Logger) -> some ApplicationProtocol {
+    /// What a request's head may hold: the gateway's and the chain router's alike.
+    static var decoderLimits: NIOHTTPDecoderLimitConfiguration {
         var limits = NIOHTTPDecoderLimitConfiguration()
         limits.maxHeaderFieldSize = 8 * 1024
         limits.maxHeaderListSize = 32 * 1024
         limits.maxHeaderFieldCount = 100
+        return limits
+    }
+
+    static func application(_ parts: Parts, logger: Logger) -> some ApplicationProtocol {
         let ingress = parts.ingress(logger: logger)
-        let decoderLimits = limits
+        let decoderLimits = decoderLimits
         let http = parts.config.http
         let connections = ConnectionLimit(maximum: http.maxConnections, perClient: http.maxConnectionsPerClient, logger: logger)
         return Application(

@@ -3,7 +3,6 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
-import NIOHTTP1
 import ServiceLifecycle
 
 /// The running parts of one router, wired together from `chain.yaml`.
@@ -39,7 +38,8 @@ struct ChainRouterApp {
     }
 
     /// Every route; the ingresses and health checks take any `Host`, the rest
-    /// is behind an ``AccessGuard`` of its scope, as on a gateway.
+    /// is behind an ``AccessGuard`` of its scope, as on a gateway: the reads
+    /// (`/v1/sites`, `/metrics`) and the chain's page (`/dashboard`).
     static func routes(config: RouterConfig, routes: RouterRoutes) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
@@ -47,6 +47,8 @@ struct ChainRouterApp {
         let access = AccessPolicy(http: config.router.http, now: routes.now)
         let reads = router.group().add(middleware: AccessGuard(policy: access, scope: .read))
         routes.add(health: router, reads: reads)
+        // The page's own files need only the Host check; the data it shows is /v1/sites, behind the read token.
+        ChainDashboardRoutes<GatewayRequestContext>().add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
         GatewayMetrics.prepare(routes: router.routes.map(\.path.description))
         return router
     }
@@ -56,11 +58,7 @@ struct ChainRouterApp {
     /// decoder limits, without the ingress's fast path (a copy waits on its
     /// site's receipt, off the event loop).
     static func application(config: RouterConfig, routes: RouterRoutes, logger: Logger) -> some ApplicationProtocol {
-        var limits = NIOHTTPDecoderLimitConfiguration()
-        limits.maxHeaderFieldSize = 8 * 1024
-        limits.maxHeaderListSize = 32 * 1024
-        limits.maxHeaderFieldCount = 100
-        let decoderLimits = limits
+        let decoderLimits = HTTPServer.decoderLimits
         let http = config.router.http
         let connections = ConnectionLimit(maximum: http.maxConnections, perClient: http.maxConnectionsPerClient, logger: logger)
         return Application(

@@ -432,6 +432,11 @@ extension HeavySuites {
                 let stale = try await router.read("/v1/sites").json["sites"] as? [[String: Any]] ?? []
                 #expect(stale.allSatisfy { $0["reachable"] as? Bool == false })
                 #expect(try await router.read("/metrics", token: nil).status == 401)
+                // The page itself needs no token (it asks for one to read /v1/sites); only the Host is checked.
+                let page = try await router.read("/dashboard", token: nil)
+                #expect(page.status == 200 && page.body.contains("<html"))
+                let elsewhere = try await HTTP.request(.GET, "\(router.base)/dashboard", headers: [("Host", "evil.example")])
+                #expect(elsewhere.status == 421)
             }
         }
 
