@@ -464,6 +464,44 @@ extension HeavySuites {
             broker.stop()
         }
 
+        @Test func routeRunsAsACommandAndStopsOnSIGTERMWithStatus0() async throws {
+            let broker = try MosquittoBroker.start()
+            let directory = try TemporaryDirectory.make(prefix: "route")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let port = try FreePort.next()
+            let file = directory.appendingPathComponent("chain.yaml")
+            try """
+                router: { listen: 127.0.0.1:\(port) }
+                bus: { urls: [\(broker.url)] }
+                im: { generic: { secret: \(E2ESite.webhookSecret) } }
+
+                """.write(to: file, atomically: true, encoding: .utf8)
+            let log = directory.appendingPathComponent("route.log")
+            let process = try GatewayBinary.start(["route", "--config", file.path], log: log)
+            let site = try await FakeSite(broker: broker, name: "arcade-1")
+            do {
+                try site.publishDirectory([("m1", "claw_a1")])
+                try await eventually("the route command to be ready", timeout: .seconds(20)) {
+                    (try? await HTTP.get("http://127.0.0.1:\(port)/readyz"))?.status == 200
+                }
+                try await eventually("a beat from the route command") { !site.beats.items.isEmpty }
+            } catch {
+                process.signal(SIGKILL)
+                _ = process.wait()
+                await site.stop()
+                throw error
+            }
+            process.signal(SIGTERM)
+            let status = await process.wait(timeout: 10)
+            if status == nil {
+                process.signal(SIGKILL)
+                _ = process.wait()
+            }
+            #expect(status == 0, "route exited \(String(describing: status)); its log:\n\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+            await site.stop()
+            broker.stop()
+        }
+
         @Test func routeRefusesABadChainYamlWithExitStatus78NamingTheKey() throws {
             let directory = try TemporaryDirectory.make(prefix: "route-config")
             defer { try? FileManager.default.removeItem(at: directory) }
