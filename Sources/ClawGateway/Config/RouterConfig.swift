@@ -104,7 +104,8 @@ extension Schema {
         return RouterConfig(router: RouterSettings(http: http, receiptTimeout: receiptTimeout, logLevel: level), bus: bus, im: im)
     }
 
-    private func readBus(_ section: ConfigReader.Section?) -> BusSettings? {
+    /// `bus:` of `chain.yaml`, and of the recorder's `recorder.yaml` (``RecorderConfig``).
+    func readBus(_ section: ConfigReader.Section?) -> BusSettings? {
         guard let section else { return nil }
         let urls = ChainSettings.nodes(section, "urls", brokerURL: brokerURL)
         let username = section.string("username")
