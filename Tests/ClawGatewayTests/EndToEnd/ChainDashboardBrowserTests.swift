@@ -24,8 +24,8 @@ extension HeavySuites {
                     #expect(try await page.texts("\(Self.site("arcade-1")) .site-name") == ["arcade-1"])
                     #expect(try await Self.badges(page, "arcade-1") == ["Reachable"])
                     #expect(try await Self.badges(page, "arcade-2") == ["Reachable"])
-                    #expect(try await page.texts("\(Self.site("arcade-1")) .machine-name") == ["Pikachu", "Eevee"])
-                    #expect(try await page.texts("\(Self.site("arcade-1")) .machine-id") == ["m1", "m2"])
+                    #expect(try await page.texts("\(Self.site("arcade-1")) .machine-name") == ["Pikachu", "Eevee", "Mew"])
+                    #expect(try await page.texts("\(Self.site("arcade-1")) .machine-id") == ["m1", "m2", "m3"])
                     #expect(try await page.texts("\(Self.site("arcade-2")) .machine-name") == ["Snorlax"])
 
                     // Each machine: online, state, player, queue length.
@@ -38,9 +38,15 @@ extension HeavySuites {
                     #expect(try await page.texts("\(eevee) .player .nick") == ["Ann"])
                     #expect(try await page.texts("\(eevee) .queue-length") == ["Queue: 2 waiting"])
                     #expect(try await page.texts("\(snorlax) .badges .pill") == ["Offline"])
+                    // Mew: in the directory, no snapshot yet: the router says null, the page says unknown.
+                    let mew = Self.machine("arcade-1", "m3")
+                    #expect(try await page.texts("\(mew) .badges .pill") == ["Unknown"])
+                    #expect(try await page.texts("\(mew) .state") == ["no snapshot yet"])
+                    #expect(try await page.texts("\(mew) .queue-length") == ["Queue: unknown"])
+                    #expect(try await page.texts("\(mew) .player") == ["No player"])
                     #expect(try await page.execute("return document.querySelector(arguments[0]).hidden", [.string("\(Self.site("arcade-2")) .site-note")])
                         == .bool(true), "no cut-off note while the site is reachable")
-                    #expect(try await page.texts("#summary") == ["2 sites · 3 machines"])
+                    #expect(try await page.texts("#summary") == ["2 sites · 4 machines"])
                     try await page.execute("window.__sameDocument = 'yes'")
 
                     // arcade-2's heartbeat stops: cut off, its machines as last known.
@@ -55,7 +61,7 @@ extension HeavySuites {
                     #expect(try await page.texts("\(Self.site("arcade-2")) .machine-name") == ["Snorlax"], "its machines stay on the page")
                     #expect(try await Self.badges(page, "arcade-1") == ["Reachable"], "the other site is not touched")
                     #expect(try await page.texts("\(pikachu) .badges .pill") == ["Online"])
-                    #expect(try await page.texts("#summary") == ["2 sites, 1 cut off · 3 machines"])
+                    #expect(try await page.texts("#summary") == ["2 sites, 1 cut off · 4 machines"])
                     // With CLAW_CHAIN_DASHBOARD_SCREENSHOT set, the page with a cut-off site is saved there as a PNG.
                     if let path = ProcessInfo.processInfo.environment["CLAW_CHAIN_DASHBOARD_SCREENSHOT"], !path.isEmpty {
                         try await page.screenshot().write(to: URL(fileURLWithPath: path))
@@ -183,12 +189,14 @@ extension HeavySuites {
             }
         }
 
-        /// arcade-1 (two machines, one mid-game) and arcade-2 (one machine, offline).
+        /// arcade-1 (three machines: one idle, one mid-game, one the router has no
+        /// snapshot of yet) and arcade-2 (one machine, offline).
         static func twoSites(secondReachable: Bool, pikachuQueue: Int = 0) -> [[String: Any]] {
             [
                 site("arcade-1", reachable: true, machines: [
                     machine("m1", name: "Pikachu", state: "idle", queue: pikachuQueue, player: nil),
                     machine("m2", name: "Eevee", state: "awaiting_result", queue: 2, player: "Ann"),
+                    unheardOf("m3", name: "Mew"),
                 ]),
                 site("arcade-2", reachable: secondReachable, machines: [
                     machine("m1", name: "Snorlax", online: false, state: "offline", queue: 0, player: nil)
@@ -208,6 +216,14 @@ extension HeavySuites {
             return [
                 "id": id, "name": name, "online": online, "state": state, "paused": false, "suspect": false, "queue_length": queue,
                 "player": current, "cameras": [["id": "front", "stream": "rtsp://camera/\(id)"]],
+            ]
+        }
+
+        /// A machine of a site's directory whose snapshot the router has not had: `null` for all it does not know.
+        static func unheardOf(_ id: String, name: String) -> [String: Any] {
+            [
+                "id": id, "name": name, "im_account": "claw_\(id)", "online": NSNull(), "state": NSNull(), "paused": NSNull(),
+                "suspect": NSNull(), "queue_length": NSNull(), "player": NSNull(), "cameras": NSNull(),
             ]
         }
     }

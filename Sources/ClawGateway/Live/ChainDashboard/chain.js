@@ -239,20 +239,24 @@
     return { card, name, badges, state, player, queue };
   }
 
+  // What the router has not heard yet (no snapshot from the site) is null:
+  // said as unknown, never guessed.
   function renderMachine(machine, data, reachable) {
     const player = data.player;
+    const known = typeof data.online === "boolean";
     const online = data.online === true;
     // Offline with a player: the PC dropped mid-game and the game is kept for it.
-    const reconnecting = !online && player !== null && player !== undefined;
-    const state = typeof data.state === "string" ? data.state : "unknown";
+    const reconnecting = data.online === false && player !== null && player !== undefined;
+    const state = typeof data.state === "string" ? data.state : null;
     machine.name.textContent = data.name === null || data.name === undefined || data.name === "" ? String(data.id) : String(data.name);
     const badges = [];
     if (!reachable) badges.push(["Last known", "warn"]);
     if (reconnecting) badges.push(["Reconnecting", "warn"]);
+    else if (!known) badges.push(["Unknown", "unknown"]);
     else badges.push(online ? ["Online", "good"] : ["Offline", "bad"]);
     pills(machine.badges, badges);
-    machine.card.dataset.state = !reachable ? "last-known" : reconnecting ? "reconnecting" : state;
-    machine.state.textContent = reconnecting ? "reconnecting (game kept)" : state.replace(/_/g, " ");
+    machine.card.dataset.state = !reachable ? "last-known" : reconnecting ? "reconnecting" : state || "unknown";
+    machine.state.textContent = reconnecting ? "reconnecting (game kept)" : state ? state.replace(/_/g, " ") : "no snapshot yet";
 
     machine.player.replaceChildren();
     if (player && typeof player === "object") {
@@ -265,8 +269,7 @@
     } else {
       machine.player.append(el("span", "label", "No player"));
     }
-    const waiting = Number.isFinite(data.queue_length) ? data.queue_length : 0;
-    machine.queue.textContent = "Queue: " + waiting + " waiting";
+    machine.queue.textContent = Number.isFinite(data.queue_length) ? "Queue: " + data.queue_length + " waiting" : "Queue: unknown";
   }
 
   // MARK: Start
