@@ -46,7 +46,7 @@ struct ChainBench: AsyncParsableCommand {
         if !ChainProcesses.running(state: state) {
             print("chain: none runs from \(state)/; starting one: \(script) --detach --bench")
             let binDirectory = URL(fileURLWithPath: options.binary).deletingLastPathComponent().path
-            try ChainProcesses.script(script, ["--detach", "--bench"], state: state, bin: binDirectory, quiet: true)
+            try ChainProcesses.script(script, ["--detach", "--bench"], state: state, bin: binDirectory)
             startedHere = true
         }
         do {
@@ -60,10 +60,10 @@ struct ChainBench: AsyncParsableCommand {
                 try await measure(chain, http, length: length)
             }
         } catch {
-            if startedHere { try? ChainProcesses.script(script, ["down"], state: state, quiet: true) }
+            if startedHere { try? ChainProcesses.script(script, ["down"], state: state) }
             throw error
         }
-        if startedHere { try ChainProcesses.script(script, ["down"], state: state, quiet: true) }
+        if startedHere { try ChainProcesses.script(script, ["down"], state: state) }
     }
 
     private func measure(_ chain: ChainLayout, _ http: HTTPClient, length: Duration) async throws {
@@ -87,12 +87,12 @@ struct ChainBench: AsyncParsableCommand {
         for index in 0..<(warmup + samples) {
             let viaSite = try await first.move(http, base: first.site.url, answers: answers)
             let viaRouter = try await first.move(http, base: router, answers: answers)
-            if index >= warmup {
-                direct.append(viaSite)
-                routed.append(viaRouter)
-            }
+            // Only moves that reached the PC are timed; the others are counted below.
+            guard index >= warmup else { continue }
+            if viaSite.answer == "forwarded" { direct.append(viaSite.time) }
+            if viaRouter.answer == "forwarded" { routed.append(viaRouter.time) }
         }
-        print("path                                       p50 µs    p99 µs   mean µs")
+        print("path".padding(toLength: 44, withPad: " ", startingAt: 0) + "p50 µs    p99 µs   mean µs   timed")
         print(Self.row("direct: POST to the site's gateway", direct))
         print(Self.row("chain: router → cluster → site → receipt", routed))
         print("answers: \(answers.line)")
@@ -100,16 +100,17 @@ struct ChainBench: AsyncParsableCommand {
         // Throughput: one router, many connections, moves spread over every machine of both sites.
         print("\nthroughput: \(connections) keep-alive connections send moves back to back for \(duration), "
             + "spread over \(players.count) machines on \(chain.sites.count) sites")
-        print("path                               copies/s   answered 200 forwarded   other answers     CPU (cores)")
+        print("path                              copies/s   answered 200 forwarded   other answers")
         let groups = ChainProcesses.groups(state: state)
         for (label, base) in [("direct: each site's gateway", nil as String?), ("chain: one router", router)] {
             let cpu = CPUSample(groups)
             let result = await Self.load(http, players: players, base: base, connections: connections, length: length)
             let used = cpu.cores()
             print(
-                String(format: "%-32@ %9.0f   %22d   %@", label, Double(result.forwarded) / result.elapsed.seconds, result.forwarded,
-                    result.others.line.isEmpty ? "none" : result.others.line))
-            print("    CPU: " + used.map { String(format: "%@ %.2f", $0.name, $0.cores) }.joined(separator: ", "))
+                label.padding(toLength: 32, withPad: " ", startingAt: 0)
+                    + String(format: "%9.0f   %22d   ", Double(result.forwarded) / result.elapsed.seconds, result.forwarded)
+                    + (result.others.line.isEmpty ? "none" : result.others.line))
+            print("    CPU (cores): " + used.map { String(format: "%@ %.2f", $0.name, $0.cores) }.joined(separator: ", "))
         }
 
         if !noKill {
@@ -126,9 +127,10 @@ struct ChainBench: AsyncParsableCommand {
         guard !sorted.isEmpty else { return label + ": no samples" }
         func micros(_ duration: Duration) -> Double { duration.seconds * 1_000_000 }
         let mean = sorted.map(micros).reduce(0, +) / Double(sorted.count)
-        return String(
-            format: "%-40@ %9.0f %9.0f %9.0f", label, micros(sorted[sorted.count / 2]), micros(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]),
-            mean)
+        return label.padding(toLength: 40, withPad: " ", startingAt: 0)
+            + String(
+                format: "%10.0f%10.0f%10.0f%8d", micros(sorted[sorted.count / 2]), micros(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]), mean,
+                sorted.count)
     }
 
     /// Back-to-back moves on `connections` tasks for `length`, to `base`
@@ -195,9 +197,8 @@ struct ChainBench: AsyncParsableCommand {
             for probe in probes {
                 group.addTask {
                     while clock.now - killed < give, !timeline.delivered(probe.site.name) {
-                        let answers = Tally()
-                        _ = try? await probe.move(http, base: router, answers: answers, timeout: .seconds(3))
-                        timeline.answer(site: probe.site.name, answers.snapshot.keys.first ?? "no answer", at: clock.now - killed)
+                        let answer = (try? await probe.move(http, base: router, answers: Tally(), timeout: .seconds(3)))?.answer
+                        timeline.answer(site: probe.site.name, answer ?? "transport error", at: clock.now - killed)
                         try? await Task.sleep(for: .milliseconds(100))
                     }
                 }
@@ -205,7 +206,7 @@ struct ChainBench: AsyncParsableCommand {
         }
         print(timeline.report(sites: probes.map(\.site.name)))
         print("starting chain-\(node) again: \(script) node \(node)")
-        try ChainProcesses.script(script, ["node", "\(node)"], state: state, quiet: true)
+        try ChainProcesses.script(script, ["node", "\(node)"], state: state)
     }
 }
 
@@ -290,9 +291,9 @@ struct ChainPlayer: Sendable {
     }
 
     /// One move to `base`; its answer counted in `answers` by result (or
-    /// error code, or HTTP status); returns how long the answer took.
+    /// error code, or HTTP status); returns the answer and how long it took.
     @discardableResult
-    func move(_ http: HTTPClient, base: String, answers: Tally, timeout: Duration = .seconds(10)) async throws -> Duration {
+    func move(_ http: HTTPClient, base: String, answers: Tally, timeout: Duration = .seconds(10)) async throws -> (answer: String, time: Duration) {
         let direction = ["left", "right", "up", "down"][serials.next() % 4]
         let request = notification(base: base, #"{"command":1,"data":"\#(direction)","serial":\#(serials.next())}"#)
         let clock = ContinuousClock()
@@ -302,11 +303,12 @@ struct ChainPlayer: Sendable {
             let body = try await response.body.collect(upTo: 1 << 16)
             let elapsed = clock.now - start
             let fields = BenchSite.fields(body)
-            answers.add(
+            let answer =
                 response.status == .ok
-                    ? (fields["result"] == "rejected" ? fields["code"] ?? "rejected" : fields["result"] ?? "http 200")
-                    : "http \(response.status.code)")
-            return elapsed
+                ? (fields["result"] == "rejected" ? fields["code"] ?? "rejected" : fields["result"] ?? "http 200")
+                : "http \(response.status.code)"
+            answers.add(answer)
+            return (answer, elapsed)
         } catch {
             answers.add("transport error")
             throw error
@@ -394,7 +396,7 @@ final class ChainTimeline: Sendable {
             }
             for site in sites {
                 let answers = (state.answers[site] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-                lines.append("\(site): first move delivered again (200 forwarded) \(seconds(state.firstDelivered[site])) after the kill; answers meanwhile: \(answers)")
+                lines.append("\(site): first move delivered again (200 forwarded) \(seconds(state.firstDelivered[site])) after the kill; answers until then: \(answers)")
             }
             return lines.joined(separator: "\n")
         }
@@ -441,25 +443,43 @@ enum ChainProcesses {
         return user + system
     }
 
-    /// Runs scripts/chain with the chain's state folder; throws when it fails.
-    static func script(_ path: String, _ arguments: [String], state: String, bin: String? = nil, quiet: Bool) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
+    /// Runs scripts/chain with the chain's state folder and waits for it;
+    /// throws with its output when it fails. Its output goes to a file, not
+    /// a pipe: the processes it leaves running would hold a pipe open. It
+    /// starts with no signal blocked or ignored, whatever this process does
+    /// with its own, so that the chain stops on SIGTERM.
+    static func script(_ path: String, _ arguments: [String], state: String, bin: String? = nil) throws {
+        let log = NSTemporaryDirectory() + "claw-bench-chain-\(getpid()).log"
+        defer { unlink(log) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var environment = ProcessInfo.processInfo.environment
         environment["CLAW_CHAIN_DIR"] = state
         if let bin { environment["CLAW_CHAIN_BIN"] = bin }
-        process.environment = environment
-        let output = Pipe()
-        if quiet {
-            process.standardOutput = output
-            process.standardError = output
-        }
-        try process.run()
-        let text = quiet ? String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) : ""
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw BenchError("\(path) \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)):\n\(text)")
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+        guard rc == 0 else { throw BenchError("cannot start \(path): \(String(cString: strerror(rc)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1, errno == EINTR {}
+        guard status == 0 else {
+            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            throw BenchError("\(path) \(arguments.joined(separator: " ")) failed (status \(status)):\n\(output)")
         }
     }
 }
