@@ -10,7 +10,7 @@ struct ClawGatewayCommand: AsyncParsableCommand {
         commandName: "claw-gateway",
         abstract: "Bridges IM notifications from players' apps to claw machines over MQTT.",
         version: version,
-        subcommands: [RunCommand.self, CheckConfigCommand.self, SimulateCommand.self, NotifyCommand.self, BridgeConfigCommand.self, RouteCommand.self]
+        subcommands: [RunCommand.self, CheckConfigCommand.self, SimulateCommand.self, NotifyCommand.self, BridgeConfigCommand.self, RouteCommand.self, RecordCommand.self]
     )
 }
 

@@ -1,0 +1,299 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// The chain's recorder (SPEC §10): one MQTT 3.1.1 connection to the chain's
+/// cluster, subscribed to every site's `<prefix>/+/records`, and each record
+/// written into PostgreSQL (``RecorderStore``) before its site's progress is
+/// acknowledged, retained, on `<prefix>/<site>/records/ack` `{"upto":N}`.
+///
+/// **Clean session false, with a stable client id.** The cluster keeps the
+/// recorder's subscription and the records published while it was away, and
+/// delivers them when it connects again: a restarted recorder catches up at
+/// once instead of at the sites' next `chain.resend_interval`. Nothing
+/// depends on it: libmosquitto acknowledges a QoS 1 message when it arrives,
+/// before the record is in the database, so a record can be lost between the
+/// two (a recorder killed, a database down); what makes that safe is the
+/// acknowledgement. It is published only after COMMIT, and a site sends
+/// again, in order, everything above the acknowledged sequence when its link
+/// comes back and every `resend_interval` until it is acknowledged.
+///
+/// Records are written one at a time, in the order they came. When the
+/// database cannot be reached, the record in hand is retried with a backoff
+/// of 1 s doubling to 10 s, nothing is acknowledged, and records arriving
+/// meanwhile wait in memory (up to ``backlogLimit``; beyond, they are
+/// dropped, counted, and come again with the sites' resends).
+///
+/// The connection is up only while every subscription is granted: a refused
+/// SUBACK takes it down and it connects again (to the next node), as a
+/// site's link and a router do.
+final class ChainRecorder: Sendable {
+    /// Records held in memory while the database is slow or down.
+    static let backlogLimit = 50_000
+    /// The retry delays while the database is down: 1 s, doubling, at most 10 s.
+    static let backoff: ClosedRange<Duration> = .seconds(1)...Duration.seconds(10)
+
+    let client: MQTTClient
+    let store: RecorderStore
+    let prefix: String
+    private let clock: GameClock
+    private let logger: Logger
+    private let inbound: AsyncStream<MQTTMessage>
+    private let continuation: AsyncStream<MQTTMessage>.Continuation
+    private let state = Mutex(RecorderState())
+    private let warnings = LogLimiter()
+
+    /// What became of a record.
+    enum Result: String, CaseIterable, Sendable {
+        /// Written: a new row.
+        case written
+        /// Already there (sent again, or written by another recorder): acknowledged all the same.
+        case duplicate
+        /// Does not decode, or holds values no game has: never written.
+        case malformed
+        /// Its `site` is not the site of the topic it came on: never written.
+        case forged
+    }
+
+    struct RecorderState {
+        var granted: Set<String> = []
+        var refusal: String?
+        var results: [Result: Int] = [:]
+        /// Write attempts that failed because the database could not be reached.
+        var failures = 0
+        /// Records dropped because the backlog was full.
+        var dropped = 0
+        var acks = 0
+        /// Records received and not yet handled.
+        var backlog = 0
+    }
+
+    /// What the recorder says of itself, for `/readyz` and the metrics.
+    struct Status: Sendable {
+        var busProblem: String?
+        var databaseProblem: String?
+        var connects: Int
+        var results: [Result: Int]
+        var failures: Int
+        var dropped: Int
+        var acks: Int
+        var backlog: Int
+    }
+
+    var subscriptions: [String] { ["\(prefix)/+/records"] }
+
+    init(bus: BusSettings, store: RecorderStore, clock: GameClock, logger: Logger) throws(MQTTError) {
+        self.store = store
+        self.clock = clock
+        self.logger = logger
+        prefix = bus.topicPrefix
+        (inbound, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
+        let first = bus.urls[0]
+        var configuration = MQTTClientConfiguration(host: first.host, port: first.port, clientID: bus.clientID)
+        configuration.alternates = bus.urls.dropFirst().map { MQTTBrokerAddress(host: $0.host, port: $0.port) }
+        configuration.username = bus.username
+        configuration.password = bus.password
+        configuration.tls = bus.tls
+        configuration.protocolVersion = .v311
+        // The cluster keeps what was published for the recorder while it was away.
+        configuration.cleanSession = false
+        // A node that died is left within a few seconds, not a minute.
+        configuration.keepalive = 5
+        configuration.reconnectDelay = 1...10
+        // A record is well under 1 KB; the cluster refuses more than 1 MB anyway.
+        configuration.maxInboundPayload = 64 << 10
+        client = try MQTTClient(configuration: configuration, logger: logger)
+    }
+
+    /// Connects in the background, and keeps connecting until ``shutdown()``.
+    func start() {
+        client.onConnected { [self] in state.withLock { $0.granted = [] } }
+        client.onSubscribeAck { [self] ack in subscribed(ack) }
+        client.onMessage { [self] message in received(message) }
+        client.subscribe(subscriptions, qos: .atLeastOnce)
+        client.start()
+    }
+
+    func shutdown() async {
+        await client.shutdown()
+        continuation.finish()
+    }
+
+    var status: Status {
+        let connected = client.isConnected
+        let lastError = client.lastError
+        let subscriptions = subscriptions
+        return state.withLock { state in
+            var busProblem: String?
+            if let refusal = state.refusal {
+                busProblem = refusal
+            } else if !connected {
+                busProblem = "the recorder is not connected to the chain's cluster (\(lastError ?? "connecting"))"
+            } else if !subscriptions.allSatisfy(state.granted.contains) {
+                busProblem = "the recorder is waiting for the cluster to confirm its subscriptions"
+            }
+            return Status(
+                busProblem: busProblem, databaseProblem: store.problem, connects: client.connectCount, results: state.results,
+                failures: state.failures, dropped: state.dropped, acks: state.acks,
+                backlog: state.backlog)
+        }
+    }
+
+    /// Why the recorder is not ready, or nil.
+    var problems: [String] {
+        let status = status
+        return [status.busProblem, status.databaseProblem].compactMap { $0 }
+    }
+
+    // MARK: Writing
+
+    /// Writes the records as they come, until the stream ends (``shutdown()``)
+    /// or the task is cancelled.
+    func run() async {
+        for await message in inbound {
+            state.withLock { $0.backlog -= 1 }
+            if Task.isCancelled { return }
+            await handle(message)
+        }
+    }
+
+    /// Reaches the database every 2 s while it is up, and with the backoff
+    /// while it is down, so that `readyz` tells the truth when no record comes.
+    func watchDatabase() async {
+        var delay = Self.backoff.lowerBound
+        while !Task.isCancelled {
+            if await store.probe() {
+                delay = Self.backoff.lowerBound
+                do { try await clock.sleep(clock.now() + .seconds(2)) } catch { return }
+            } else {
+                do { try await clock.sleep(clock.now() + delay) } catch { return }
+                delay = min(delay * 2, Self.backoff.upperBound)
+            }
+        }
+    }
+
+    private func handle(_ message: MQTTMessage) async {
+        guard let site = site(of: message.topic) else { return }
+        guard let record = ChainRecord.decode(message.payload) else {
+            count(.malformed)
+            warn("malformed", "A record that does not decode: not written", ["chain.site": .string(site), "chain.bytes": "\(message.payload.count)"])
+            return
+        }
+        guard record.site == site else {
+            count(.forged)
+            warn("forged", "A record for another site than its topic's: not written", [
+                "chain.site": .string(site), "chain.record_site": .string(String(record.site.prefix(64))),
+            ])
+            return
+        }
+        let valid: ValidRecord
+        switch ValidRecord.check(record) {
+        case .failure(let problem):
+            count(.malformed)
+            warn("invalid", "A record with values no game has: not written", [
+                "chain.site": .string(site), "chain.seq": "\(record.seq)", "chain.problem": .string(problem.description),
+            ])
+            return
+        case .success(let checked):
+            valid = checked
+        }
+        var delay = Self.backoff.lowerBound
+        while true {
+            let started = ContinuousClock.now
+            do {
+                let written = try await store.write(valid)
+                RecorderMetrics.writeLatency.recordNanoseconds(Int64((ContinuousClock.now - started).seconds * 1e9))
+                count(written.inserted ? .written : .duplicate)
+                acknowledge(site: site, upto: written.upto)
+                return
+            } catch let refused as RecorderStore.Refused {
+                count(.malformed)
+                warn("refused", "A record the database refuses as data: not written", [
+                    "chain.site": .string(site), "chain.seq": "\(record.seq)", "db.error": .string(refused.description),
+                ])
+                return
+            } catch {
+                if Task.isCancelled { return }
+                state.withLock { $0.failures += 1 }
+                warn("database", "A record not written: the database cannot be reached; retrying, nothing acknowledged", [
+                    "chain.site": .string(site), "chain.seq": "\(record.seq)", "db.error": .string(RecorderStore.describe(error)),
+                ])
+                do { try await clock.sleep(clock.now() + delay) } catch { return }
+                delay = min(delay * 2, Self.backoff.upperBound)
+            }
+        }
+    }
+
+    /// Retained, QoS 1: the site's progress as the database has it, after COMMIT.
+    private func acknowledge(site: String, upto: Int64) {
+        let topic = ChainTopics(prefix: prefix, site: site).recordsAck
+        do {
+            try client.publish(topic, payload: ChainRecordsAck(upto: upto).payload, qos: .atLeastOnce, retain: true)
+            state.withLock { $0.acks += 1 }
+        } catch {
+            // The site sends again what is above its last acknowledgement; this one goes out with the next write.
+            warn("ack", "An acknowledgement not published: the site sends its records again", [
+                "chain.site": .string(site), "chain.upto": "\(upto)", "chain.error": .string(error.message),
+            ])
+        }
+    }
+
+    /// The site level of `<prefix>/<site>/records`, or nil for any other topic.
+    func site(of topic: String) -> String? {
+        let head = prefix + "/", tail = "/records"
+        guard topic.hasPrefix(head), topic.hasSuffix(tail), topic.count > head.count + tail.count else { return nil }
+        let site = topic.dropFirst(head.count).dropLast(tail.count)
+        return site.contains("/") ? nil : String(site)
+    }
+
+    private func count(_ result: Result) {
+        state.withLock { $0.results[result, default: 0] += 1 }
+    }
+
+    private func warn(_ kind: String, _ message: Logger.Message, _ metadata: Logger.Metadata) {
+        warnings.log(kind) { heldBack in
+            var metadata = metadata
+            metadata["log.held_back"] = .stringConvertible(heldBack)
+            logger.warning(message, metadata: metadata)
+        }
+    }
+
+    // MARK: On the client's thread
+
+    private func received(_ message: MQTTMessage) {
+        let held = state.withLock { state -> Bool in
+            // The stream is unbounded; the limit is counted here, where the drop is known.
+            guard state.backlog < Self.backlogLimit else {
+                state.dropped += 1
+                return false
+            }
+            state.backlog += 1
+            return true
+        }
+        guard held else { return }
+        continuation.yield(message)
+    }
+
+    private func subscribed(_ ack: MQTTSubscribeAck) {
+        let subscriptions = subscriptions
+        let refused = state.withLock { state -> Bool in
+            state.granted.formUnion(ack.granted)
+            guard !ack.refused.isEmpty else {
+                if subscriptions.allSatisfy(state.granted.contains) { state.refusal = nil }
+                return false
+            }
+            state.refusal =
+                "the chain's cluster refused the recorder's subscription to \(ack.refused.joined(separator: ", ")); "
+                + "check the recorder user's permissions (deploy/chain/users.conf)"
+            return true
+        }
+        guard refused else {
+            logger.info("Recorder connected to the chain's cluster", metadata: ["chain.broker": "\(client.broker)"])
+            return
+        }
+        logger.error(
+            "Recorder subscription refused: reconnecting",
+            metadata: ["chain.topics": .string(ack.refused.joined(separator: ",")), "chain.broker": "\(client.broker)"])
+        client.dropConnection(reason: "subscription refused: \(ack.refused.joined(separator: ", "))")
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// The running parts of one recorder, wired together from `recorder.yaml`.
+///
+/// `services` are in start order: the PostgreSQL client (its connection
+/// pool), the recorder's link to the cluster and its writer, then HTTP. The
+/// service group stops them in reverse: HTTP first, then the link and the
+/// writer (a record in hand is not acknowledged; its site sends it again),
+/// the database's connections last.
+struct RecorderApp {
+    let config: RecorderConfig
+    let recorder: ChainRecorder
+    let services: [any Service]
+
+    /// - Parameter clock: the retries' and the database watch's clock; tests may pass one they move.
+    static func build(config: RecorderConfig, logger: Logger, clock: GameClock = .system) throws -> RecorderApp {
+        RecorderMetrics.prepare()
+        let store = RecorderStore(url: config.recorder.database, logger: logger)
+        let recorder = try ChainRecorder(bus: config.bus, store: store, clock: clock, logger: logger)
+        let routes = RecorderRoutes(recorder: recorder, logger: logger, now: clock.wallNow)
+        let http = application(config: config, routes: routes, logger: logger)
+        let services: [any Service] = [store.client, RecorderService(recorder: recorder, logger: logger), http]
+        return RecorderApp(config: config, recorder: recorder, services: services)
+    }
+
+    /// Every route: the health checks take any `Host`; the reads (history,
+    /// reports, `/metrics`) are behind an ``AccessGuard`` of `.read`, and the
+    /// page's group (`.page`: `Host` only) is where the charts page is added.
+    static func routes(config: RecorderConfig, routes: RecorderRoutes) -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
+        router.add(middleware: JSONErrorMiddleware())
+        let access = AccessPolicy(http: config.recorder.http, now: routes.now)
+        let reads = router.group().add(middleware: AccessGuard(policy: access, scope: .read))
+        routes.add(health: router, reads: reads)
+        routes.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
+        GatewayMetrics.prepare(routes: router.routes.map(\.path.description))
+        return router
+    }
+
+    /// The HTTP server with the gateway's connection guards and decoder
+    /// limits, as the router's.
+    static func application(config: RecorderConfig, routes: RecorderRoutes, logger: Logger) -> some ApplicationProtocol {
+        let decoderLimits = HTTPServer.decoderLimits
+        let http = config.recorder.http
+        let connections = ConnectionLimit(maximum: http.maxConnections, perClient: http.maxConnectionsPerClient, logger: logger)
+        return Application(
+            router: Self.routes(config: config, routes: routes),
+            server: HTTPServerBuilder { responder in
+                GatewayHTTP1Channel(
+                    responder: responder, ingress: nil, idleTimeout: http.idleTimeout, readTimeout: http.readTimeout,
+                    connections: connections, decoderLimits: decoderLimits, serverName: HTTPServer.serverName)
+            },
+            configuration: ApplicationConfiguration(address: .hostname(http.host, port: http.port), serverName: HTTPServer.serverName),
+            logger: logger)
+    }
+}
+
+/// The recorder's link and writer as a service: connects at start, writes
+/// records as they come and watches the database; on graceful shutdown
+/// disconnects.
+struct RecorderService: Service {
+    let recorder: ChainRecorder
+    let logger: Logger
+
+    func run() async throws {
+        recorder.start()
+        let recorder = recorder
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await recorder.watchDatabase() }
+                group.addTask { await recorder.run() }
+            }
+        }
+        await recorder.shutdown()
+        logger.info("Recorder's link to the cluster stopped")
+    }
+}

@@ -1,0 +1,502 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import Protocol
+import Synchronization
+
+/// The chain's games in PostgreSQL (SPEC §10), through postgres-nio's
+/// ``PostgresClient`` (its `run()` is a service of the recorder's group).
+///
+/// Tables, created and migrated by the recorder at start (`schema_version`
+/// says how far):
+/// - `games`: the §5 game, plus `site`, the site's `seq` and `received_at`;
+///   unique by `(site, id)`, so that a record sent twice, or written by two
+///   recorders at once, is one row.
+/// - `sites_progress(site, upto)`: every record of the site with a sequence
+///   from 1 to `upto` is in `games`.
+///
+/// A record is written in one transaction: the site's progress row locked
+/// (every recorder writing that site waits its turn there), the game
+/// inserted unless it is there, and `upto` moved over every consecutive
+/// sequence now present. `upto` is computed in the database from the rows,
+/// never from what one recorder remembers, so records arriving out of order,
+/// twice, or at another recorder still give the right figure.
+final class RecorderStore: Sendable {
+    let client: PostgresClient
+    let url: DatabaseURL
+    private let logger: Logger
+    private let state = Mutex(StoreState())
+    /// How long one statement (or the transaction of one record) may take
+    /// before the database counts as unreachable.
+    static let timeout: Duration = .seconds(5)
+
+    private struct StoreState {
+        /// The last statement reached the database (nil: none tried yet).
+        var up: Bool?
+        var migrated = false
+        var problem: String?
+    }
+
+    init(url: DatabaseURL, logger: Logger) {
+        self.url = url
+        self.logger = logger
+        var configuration = PostgresClient.Configuration(
+            host: url.host, port: url.port, username: url.username, password: url.password, database: url.database,
+            tls: Self.tls(url.tls))
+        configuration.options.connectTimeout = .seconds(3)
+        configuration.options.maximumConnections = 8
+        configuration.options.keepAliveBehavior = .init(frequency: .seconds(10))
+        // postgres-nio logs every failed connection attempt; the recorder says
+        // once that the database is down, and on readyz and in metrics.
+        var background = logger
+        background.logLevel = .critical
+        client = PostgresClient(configuration: configuration, backgroundLogger: background)
+    }
+
+    private static func tls(_ mode: DatabaseURL.TLSMode) -> PostgresClient.Configuration.TLS {
+        switch mode {
+        case .disable: .disable
+        case .prefer: .prefer(.makeClientConfiguration())
+        case .require: .require(.makeClientConfiguration())
+        }
+    }
+
+    /// Whether the last statement reached the database and the schema is in place.
+    var isUp: Bool { state.withLock { $0.up == true && $0.migrated } }
+
+    /// Why the database cannot be written now, or nil.
+    var problem: String? {
+        state.withLock { state in
+            if state.up == nil { return "the recorder has not reached the database \(url) yet" }
+            if let problem = state.problem { return problem }
+            if !state.migrated { return "the database schema is not in place yet" }
+            return nil
+        }
+    }
+
+    // MARK: Schema
+
+    /// The schema's versions in order; `schema_version` holds the last applied.
+    static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE games (
+                site text NOT NULL,
+                id text NOT NULL,
+                seq bigint NOT NULL,
+                machine text NOT NULL,
+                player text NOT NULL,
+                provider text NOT NULL,
+                nick text NOT NULL,
+                outcome text,
+                offered_at timestamptz NOT NULL,
+                started_at timestamptz,
+                ended_at timestamptz,
+                commands integer NOT NULL,
+                received_at timestamptz NOT NULL DEFAULT now(),
+                CONSTRAINT games_site_id UNIQUE (site, id)
+            )
+            """,
+            "CREATE INDEX games_site_seq ON games (site, seq)",
+            "CREATE INDEX games_offered ON games (offered_at DESC)",
+            "CREATE INDEX games_site_machine_offered ON games (site, machine, offered_at DESC)",
+            "CREATE INDEX games_player_offered ON games (player, offered_at DESC)",
+            "CREATE TABLE sites_progress (site text PRIMARY KEY, upto bigint NOT NULL DEFAULT 0)",
+        ]
+    ]
+
+    /// Brings the schema to the last version, under an advisory lock: two
+    /// recorders starting at once migrate one after the other.
+    func migrate() async throws {
+        if state.withLock({ $0.migrated }) { return }
+        try await timed { [client, logger] in
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+                try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)", logger: logger)
+                var version = 0
+                for try await (value) in try await connection.query("SELECT max(version) FROM schema_version", logger: logger)
+                    .decode(Int?.self)
+                {
+                    version = value ?? 0
+                }
+                guard version < Self.migrations.count else { return }
+                for (index, statements) in Self.migrations.enumerated() where index >= version {
+                    for statement in statements {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                }
+                try await connection.query("DELETE FROM schema_version", logger: logger)
+                try await connection.query("INSERT INTO schema_version (version) VALUES (\(Self.migrations.count))", logger: logger)
+                logger.info("Database schema migrated", metadata: ["db.from": "\(version)", "db.to": "\(Self.migrations.count)"])
+            }
+        }
+        state.withLock { $0.migrated = true }
+    }
+
+    /// A key of the advisory lock the migrations hold ("claw" in ASCII).
+    private static let migrationLock: Int64 = 0x636C_6177
+
+    /// Reaches the database (and migrates it, the first time): up or down
+    /// with the reason, for `readyz`. Returns whether it is up.
+    @discardableResult
+    func probe() async -> Bool {
+        do {
+            try await migrate()
+            try await timed { [client] in _ = try await client.query("SELECT 1").collect() }
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    // MARK: Writing
+
+    struct Written: Sendable, Equatable {
+        /// False: the game was already there (sent again, or written by another recorder).
+        var inserted: Bool
+        /// The site's contiguous progress after this record.
+        var upto: Int64
+    }
+
+    /// A record the database refused as data (a value it cannot hold): never
+    /// written, not retried.
+    struct Refused: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Writes `record` (the game, and its site's progress) in one transaction.
+    /// Throws ``Refused`` for a record the database will never take, any other
+    /// error while the database cannot be reached.
+    func write(_ record: ValidRecord) async throws -> Written {
+        try await migrate()
+        let game = record.record.game
+        let site = record.record.site
+        let seq = record.record.seq
+        let outcome = game.outcome?.rawValue
+        let commands = Int32(clamping: game.commands)
+        do {
+            return try await timed { [client, logger] in
+                try await client.withTransaction(logger: logger) { connection -> Written in
+                    // The site's row, locked: recorders writing this site take turns here.
+                    try await connection.query(
+                        """
+                        INSERT INTO sites_progress (site, upto) VALUES (\(site), 0)
+                        ON CONFLICT (site) DO UPDATE SET upto = sites_progress.upto
+                        """, logger: logger)
+                    let inserted = try await connection.query(
+                        """
+                        INSERT INTO games (site, id, seq, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands)
+                        VALUES (\(site), \(game.id), \(seq), \(game.machine), \(game.player), \(game.provider), \(game.nick), \(outcome),
+                                \(record.offeredAt), \(record.startedAt), \(record.endedAt), \(commands))
+                        ON CONFLICT (site, id) DO NOTHING
+                        RETURNING 1
+                        """, logger: logger
+                    ).collect().count == 1
+                    var upto: Int64 = 0
+                    for try await value in try await connection.query(
+                        """
+                        UPDATE sites_progress SET upto = (
+                            WITH RECURSIVE run(n) AS (
+                                SELECT p.upto FROM sites_progress p WHERE p.site = \(site)
+                                UNION ALL
+                                SELECT run.n + 1 FROM run
+                                WHERE EXISTS (SELECT 1 FROM games g WHERE g.site = \(site) AND g.seq = run.n + 1)
+                            )
+                            SELECT max(n) FROM run
+                        )
+                        WHERE site = \(site)
+                        RETURNING upto
+                        """, logger: logger
+                    ).decode(Int64.self) {
+                        upto = value
+                    }
+                    return Written(inserted: inserted, upto: upto)
+                }
+            }
+        } catch {
+            if let refusal = Self.dataRefusal(error) { throw refusal }
+            throw error
+        }
+    }
+
+    /// The database's refusal of the values themselves (SQLSTATE class 22,
+    /// data exception: a NUL byte in a name, a number out of range), which
+    /// no retry mends.
+    private static func dataRefusal(_ error: any Error) -> Refused? {
+        var error: (any Error)? = error
+        if let transaction = error as? PostgresTransactionError { error = transaction.closureError ?? transaction.commitError }
+        guard let psql = error as? PSQLError, let state = psql.serverInfo?[.sqlState], state.hasPrefix("22") else { return nil }
+        return Refused(description: "\(state): \(psql.serverInfo?[.message] ?? "data exception")")
+    }
+
+    /// Runs `body` within ``timeout`` and notes whether the database
+    /// answered: a statement that cannot reach it fails after the timeout
+    /// rather than waiting for a connection that never comes.
+    private func timed<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            let value = try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { try await body() }
+                group.addTask {
+                    try await Task.sleep(for: Self.timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let value = first else { throw DatabaseTimeout() }
+                return value
+            }
+            reached(nil)
+            return value
+        } catch {
+            if Self.dataRefusal(error) != nil {
+                reached(nil)
+            } else if !(error is CancellationError) {
+                reached(error)
+            }
+            throw error
+        }
+    }
+
+    private struct DatabaseTimeout: Error, CustomStringConvertible {
+        var description: String { "no answer within \(RecorderStore.timeout)" }
+    }
+
+    private func reached(_ error: (any Error)?) {
+        let url = url
+        let change = state.withLock { state -> (was: Bool?, now: Bool) in
+            let was = state.up
+            state.up = error == nil
+            state.problem = error.map { "the database \(url) cannot be written: \(Self.describe($0))" }
+            return (was, error == nil)
+        }
+        guard change.was != change.now else { return }
+        if change.now {
+            logger.info("Database reachable", metadata: ["db.url": "\(url)"])
+        } else {
+            logger.error(
+                "Database unreachable: nothing is acknowledged until it is back; retrying",
+                metadata: ["db.url": "\(url)", "db.error": .string(error.map(Self.describe) ?? "")])
+        }
+    }
+
+    /// A short reason, without postgres-nio's query dump.
+    static func describe(_ error: any Error) -> String {
+        var error = error
+        if let transaction = error as? PostgresTransactionError,
+            let inner = transaction.beginError ?? transaction.closureError ?? transaction.commitError
+        {
+            error = inner
+        }
+        if let psql = error as? PSQLError {
+            if let message = psql.serverInfo?[.message] { return "\(psql.serverInfo?[.sqlState] ?? "") \(message)" }
+            if let underlying = psql.underlying { return "\(psql.code): \(underlying)" }
+            return "\(psql.code)"
+        }
+        return "\(error)"
+    }
+
+    // MARK: Reading
+
+    /// A page of games, newest first (by `offered_at`, then site and id).
+    func games(_ filter: GameFilter) async throws -> [ChainGame] {
+        var sql = "SELECT site, id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands FROM games"
+        var binds = PostgresBindings()
+        var conditions: [String] = []
+        func condition(_ column: String, _ op: String, _ value: some PostgresNonThrowingEncodable & Sendable) {
+            binds.append(value)
+            conditions.append("\(column) \(op) $\(binds.count)")
+        }
+        if let site = filter.site { condition("site", "=", site) }
+        if let machine = filter.machine { condition("machine", "=", machine) }
+        if let player = filter.player { condition("player", "=", player) }
+        if let provider = filter.provider { condition("provider", "=", provider) }
+        if let outcome = filter.outcome { condition("outcome", "=", outcome.rawValue) }
+        if let since = filter.since { condition("offered_at", ">=", since) }
+        if let until = filter.until { condition("offered_at", "<", until) }
+        if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
+        binds.append(Int64(filter.limit))
+        binds.append(Int64(filter.offset))
+        sql += " ORDER BY offered_at DESC, site, id LIMIT $\(binds.count - 1) OFFSET $\(binds.count)"
+        // Only placeholders were written into the text; every value is a bind.
+        let query = PostgresQuery(unsafeSQL: sql, binds: binds)
+        return try await timed { [client] in
+            var games: [ChainGame] = []
+            let rows = try await client.query(query)
+            for try await (site, id, machine, player, provider, nick, outcome, offered, started, ended, commands) in rows.decode(
+                (String, String, String, String, String, String, String?, Date, Date?, Date?, Int32).self)
+            {
+                games.append(
+                    ChainGame(
+                        site: site,
+                        game: GameRecord(
+                            id: id, machine: machine, player: player, provider: provider, nick: nick,
+                            outcome: outcome.flatMap(GameOutcome.init(rawValue:)), offeredAt: Timestamp.string(offered),
+                            startedAt: started.map(Timestamp.string), endedAt: ended.map(Timestamp.string), commands: Int(commands))))
+            }
+            return games
+        }
+    }
+
+    /// Per UTC day (of `offered_at`), site and machine, from `since` on.
+    func daily(site: String?, machine: String?, since: Date) async throws -> [DailyFigures] {
+        let query: PostgresQuery = """
+            SELECT to_char(date_trunc('day', offered_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS day, site, machine,
+                   count(*) FILTER (WHERE started_at IS NOT NULL) AS games,
+                   count(*) FILTER (WHERE outcome = 'won') AS wins,
+                   count(*) FILTER (WHERE outcome = 'no_result') AS no_result
+            FROM games
+            WHERE offered_at >= \(since)
+              AND (\(site)::text IS NULL OR site = \(site))
+              AND (\(machine)::text IS NULL OR machine = \(machine))
+            GROUP BY 1, 2, 3
+            ORDER BY 1, 2, 3
+            """
+        return try await timed { [client] in
+            var days: [DailyFigures] = []
+            for try await (day, site, machine, games, wins, noResult) in try await client.query(query).decode(
+                (String, String, String, Int64, Int64, Int64).self)
+            {
+                days.append(DailyFigures(day: day, site: site, machine: machine, games: Int(games), wins: Int(wins), noResult: Int(noResult)))
+            }
+            return days
+        }
+    }
+
+    /// Games played (started) per UTC hour (of `offered_at`) and site, from `since` on.
+    func hourly(site: String?, machine: String?, since: Date) async throws -> [HourlyFigures] {
+        let query: PostgresQuery = """
+            SELECT date_trunc('hour', offered_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS hour, site,
+                   count(*) FILTER (WHERE started_at IS NOT NULL) AS games,
+                   count(*) FILTER (WHERE outcome = 'won') AS wins
+            FROM games
+            WHERE offered_at >= \(since)
+              AND (\(site)::text IS NULL OR site = \(site))
+              AND (\(machine)::text IS NULL OR machine = \(machine))
+            GROUP BY 1, 2
+            ORDER BY 1, 2
+            """
+        return try await timed { [client] in
+            var hours: [HourlyFigures] = []
+            for try await (hour, site, games, wins) in try await client.query(query).decode((Date, String, Int64, Int64).self) {
+                hours.append(HourlyFigures(hour: Timestamp.string(hour), site: site, games: Int(games), wins: Int(wins)))
+            }
+            return hours
+        }
+    }
+
+    /// The site's acknowledged progress (tests, diagnostics).
+    func upto(site: String) async throws -> Int64? {
+        try await timed { [client] in
+            var upto: Int64?
+            for try await value in try await client.query("SELECT upto FROM sites_progress WHERE site = \(site)").decode(Int64.self) {
+                upto = value
+            }
+            return upto
+        }
+    }
+}
+
+/// A record that decoded and whose fields the database can hold, with its times read.
+struct ValidRecord: Sendable {
+    var record: ChainRecord
+    var offeredAt: Date
+    var startedAt: Date?
+    var endedAt: Date?
+
+    /// Why `record` cannot be written, or the record ready to write.
+    static func check(_ record: ChainRecord) -> Result<ValidRecord, RecordProblem> {
+        let game = record.game
+        guard record.seq >= 1 else { return .failure(RecordProblem("seq \(record.seq) is not 1 or more")) }
+        for (name, value) in [("site", record.site), ("id", game.id), ("machine", game.machine), ("player", game.player), ("provider", game.provider)]
+        where value.isEmpty {
+            return .failure(RecordProblem("\(name) is empty"))
+        }
+        guard game.commands >= 0, game.commands <= Int(Int32.max) else {
+            return .failure(RecordProblem("commands \(game.commands) is out of range"))
+        }
+        guard let offered = Timestamp.date(game.offeredAt) else { return .failure(RecordProblem("offered_at is not a timestamp")) }
+        func optional(_ name: String, _ text: String?) -> Result<Date?, RecordProblem> {
+            guard let text else { return .success(nil) }
+            guard let date = Timestamp.date(text) else { return .failure(RecordProblem("\(name) is not a timestamp")) }
+            return .success(date)
+        }
+        switch (optional("started_at", game.startedAt), optional("ended_at", game.endedAt)) {
+        case (.failure(let problem), _), (_, .failure(let problem)):
+            return .failure(problem)
+        case (.success(let started), .success(let ended)):
+            return .success(ValidRecord(record: record, offeredAt: offered, startedAt: started, endedAt: ended))
+        }
+    }
+}
+
+struct RecordProblem: Error, Equatable, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// `GET /v1/games`'s filters.
+struct GameFilter: Sendable, Equatable {
+    var site: String?
+    var machine: String?
+    var player: String?
+    var provider: String?
+    var outcome: GameOutcome?
+    var since: Date?
+    var until: Date?
+    var limit = 50
+    var offset = 0
+}
+
+/// A game of the chain: SPEC §5's shape plus `site`, every key present.
+struct ChainGame: Encodable, Sendable, Equatable {
+    var site: String
+    var game: GameRecord
+
+    private enum CodingKeys: String, CodingKey { case site }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(site, forKey: .site)
+        try game.encode(to: encoder)
+    }
+}
+
+/// One row of `GET /v1/report/daily`.
+struct DailyFigures: Encodable, Sendable, Equatable {
+    var day: String
+    var site: String
+    var machine: String
+    /// Games played: the coin was dropped (`started_at` set).
+    var games: Int
+    var wins: Int
+    var noResult: Int
+
+    /// wins / games; nil (`null`) for a day with no game played.
+    var winRate: Double? { games == 0 ? nil : Double(wins) / Double(games) }
+
+    private enum CodingKeys: String, CodingKey {
+        case day, site, machine, games, wins
+        case winRate = "win_rate"
+        case noResult = "no_result"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(day, forKey: .day)
+        try container.encode(site, forKey: .site)
+        try container.encode(machine, forKey: .machine)
+        try container.encode(games, forKey: .games)
+        try container.encode(wins, forKey: .wins)
+        try container.encode(winRate, forKey: .winRate)
+        try container.encode(noResult, forKey: .noResult)
+    }
+}
+
+/// One row of `GET /v1/report/hourly`.
+struct HourlyFigures: Encodable, Sendable, Equatable {
+    /// The hour's start, UTC (`2026-11-25T07:00:00.000Z`).
+    var hour: String
+    var site: String
+    var games: Int
+    var wins: Int
+}
