@@ -219,9 +219,10 @@ final class ChainRouter: Sendable {
 
     /// Command 9 from `to`, with the serial of the player's command. An
     /// attach that is no command of the wire format (other custom
-    /// notifications the IM app copies too) gets no reply.
+    /// notifications the IM app copies too), or no account to send from or
+    /// to, gets no reply.
     private func tell(_ copy: RouterCopy, _ error: WireError) {
-        guard !copy.from.isEmpty, copy.from.utf8.count <= PlayerText.maxAccountBytes,
+        guard !copy.from.isEmpty, !copy.to.isEmpty, copy.from.utf8.count <= PlayerText.maxAccountBytes,
             let command = try? WireMessage.decode(copy.attach)
         else { return }
         let player = PlayerAddress(accid: copy.from, provider: copy.provider)
