@@ -79,6 +79,32 @@ extension HeavySuites {
             }
         }
 
+        /// A router that answers 5xx, or not at all, is said so; the sites
+        /// stay on the page, faded, and it goes on by itself when the router is back.
+        @Test func aRouterThatFailsIsSaidSoAndThePageGoesOnByItself() async throws {
+            try await FakeSitesAPI.with(sites: Self.twoSites(secondReachable: true)) { api in
+                try await WebDriver.with { page in
+                    try await Self.open(page, api, sites: 2)
+                    try await page.execute("window.__sameDocument = 'yes'")
+                    api.fail(with: 503)
+                    try await page.waitFor("the page to say the router failed", timeout: .seconds(5)) {
+                        try await page.texts("#link") == ["The router answered 503; retrying…"]
+                    }
+                    #expect(try await page.execute("return document.body.classList.contains('stale')") == .bool(true), "faded")
+                    #expect(try await page.findAll("section.site").count == 2, "the last sites stay on the page")
+
+                    api.fail(with: nil)
+                    api.set(sites: Self.twoSites(secondReachable: false))
+                    try await page.waitFor("the page live again, with what changed meanwhile", timeout: .seconds(5)) {
+                        let link = try await page.texts("#link"), badges = try await Self.badges(page, "arcade-2")
+                        return link == ["Live"] && badges == ["Cut off"]
+                    }
+                    #expect(try await page.execute("return document.body.classList.contains('stale')") == .bool(false))
+                    #expect(try await page.execute("return window.__sameDocument") == .string("yes"), "the page was not reloaded")
+                }
+            }
+        }
+
         /// Names come from the sites' configs and nicks from players: markup in
         /// them shows as typed and runs nothing.
         @Test func markupInTheDataShowsLiterallyAndRunsNothing() async throws {
@@ -236,6 +262,7 @@ final class FakeSitesAPI: Sendable {
     let port: Int
     var base: String { "http://127.0.0.1:\(port)" }
     private let sites: Mutex<[UInt8]>
+    private let failure = Mutex<HTTPResponse.Status?>(nil)
 
     private init(port: Int, sites: [[String: Any]]) throws {
         self.port = port
@@ -249,6 +276,11 @@ final class FakeSitesAPI: Sendable {
             return
         }
         self.sites.withLock { $0 = body }
+    }
+
+    /// From now on `GET /v1/sites` answers `status` with a JSON error (nil: the sites again).
+    func fail(with status: Int?) {
+        failure.withLock { $0 = status.map { HTTPResponse.Status(code: $0) } }
     }
 
     private static func encode(_ sites: [[String: Any]]) throws -> [UInt8] {
@@ -265,6 +297,11 @@ final class FakeSitesAPI: Sendable {
                 return Response(
                     status: .unauthorized, headers: [.contentType: "application/json"],
                     body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"error":"unauthorized","message":"This route needs the read token."}"#)))
+            }
+            if let status = api.failure.withLock({ $0 }) {
+                return Response(
+                    status: status, headers: [.contentType: "application/json"],
+                    body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"error":"unavailable","message":"Not now."}"#)))
             }
             let bytes = api.sites.withLock { $0 }
             return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
