@@ -35,7 +35,7 @@ struct Gateway {
         var mqttConfiguration = MQTTClientConfiguration(settings: config.mqtt, will: MQTTService.will(topics: topics))
         mqttConfiguration.maxInboundPayload = Self.maxMachineMessage
         let mqtt = try MQTTClient(configuration: mqttConfiguration, logger: logger)
-        let store = try GameStore(path: config.storage.path)
+        let store = try GameStore(path: config.storage.path, shipsRecords: config.chain != nil)
         let writer = StorageWriter(store: store, logger: logger)
         let replyClient = replyHTTPClient(config.im)
         let queues = replyQueues(config.im, client: replyClient, logger: logger)
@@ -66,7 +66,7 @@ struct Gateway {
                 eventLoop: replyClient.eventLoopGroup.any())
             return try ChainLink(
                 settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger,
-                inbox: inbox)
+                inbox: inbox, store: store)
         }
         let exporter: (@Sendable () -> String)? =
             exportsMetrics

@@ -69,6 +69,11 @@ final class ChainLink: Sendable {
     private let logger: Logger
     /// Where copies from the routers go; nil takes none (tests of the link alone).
     private let inbox: ChainInbox?
+    /// Ships the site's finished games to the recorder (SPEC §10); nil ships none.
+    let records: RecordShipper?
+    /// Wakes the shipping loop: an acknowledgement made room, or a second passed.
+    let shippingWakes: AsyncStream<Void>
+    private let wakeShipping: AsyncStream<Void>.Continuation
     private let state = Mutex(LinkState())
 
     private struct LinkState {
@@ -108,10 +113,11 @@ final class ChainLink: Sendable {
 
     init(
         settings: ChainSettings, prefix: String, machines: [MachineConfig], clock: GameClock, logger: Logger,
-        inbox: ChainInbox? = nil
+        inbox: ChainInbox? = nil, store: GameStore? = nil
     ) throws(MQTTError) {
         site = settings.site
         self.inbox = inbox
+        (shippingWakes, wakeShipping) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         topics = ChainTopics(prefix: prefix, site: settings.site)
         var logger = logger
         logger[metadataKey: "chain.site"] = .string(settings.site)
@@ -133,7 +139,16 @@ final class ChainLink: Sendable {
         configuration.reconnectDelay = 1...10
         // Copies are a few KB; the cluster refuses more than 1 MB anyway.
         configuration.maxInboundPayload = 1 << 20
-        client = try MQTTClient(configuration: configuration, logger: logger)
+        let client = try MQTTClient(configuration: configuration, logger: logger)
+        self.client = client
+        let topics = topics
+        records = store.map { store in
+            RecordShipper(
+                store: store, site: settings.site, resendInterval: settings.resendInterval, clock: clock, logger: logger,
+                publish: { payload throws(MQTTError) in
+                    try client.publish(topics.records, payload: payload, qos: .atLeastOnce, retain: false)
+                })
+        }
     }
 
     /// Connects in the background, and keeps the link up until ``shutdown()``.
@@ -146,7 +161,13 @@ final class ChainLink: Sendable {
     }
 
     func shutdown() async {
+        wakeShipping.finish()
         await client.shutdown()
+    }
+
+    /// Publishes the game records that are due (see ``RecordShipper``).
+    func ship() async {
+        await records?.ship()
     }
 
     var status: Status {
@@ -170,6 +191,7 @@ final class ChainLink: Sendable {
 
     /// Every second: the heartbeat, and the routers' beats checked.
     func tick() {
+        wakeShipping.yield()
         publishHeartbeat()
         let now = clock.now()
         let silent = state.withLock { state -> Duration? in
@@ -205,6 +227,7 @@ final class ChainLink: Sendable {
 
     private func connected() {
         state.withLock { $0.granted = [] }
+        records?.linkDown()
         do {
             try client.publish(topics.directory, payload: directory, qos: .atLeastOnce, retain: true)
         } catch {
@@ -227,6 +250,7 @@ final class ChainLink: Sendable {
             return state.refusals
         }
         guard let refusals else {
+            if status.subscribed { records?.linkUp() }
             logger.info("Chain link up", metadata: ["chain.broker": "\(client.broker)"])
             return
         }
@@ -240,6 +264,14 @@ final class ChainLink: Sendable {
     }
 
     private func received(_ message: MQTTMessage) {
+        if message.topic == topics.recordsAck {
+            guard let ack = ChainRecordsAck.decode(message.payload) else {
+                logger.warning("An acknowledgement of game records does not decode: ignored", metadata: ["chain.bytes": "\(message.payload.count)"])
+                return
+            }
+            if records?.acknowledged(ack) == true { wakeShipping.yield() }
+            return
+        }
         guard message.topic == topics.inbox else { return }
         if Self.isBeat(message.payload) {
             let now = clock.now()

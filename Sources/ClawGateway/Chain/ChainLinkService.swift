@@ -2,7 +2,7 @@ import Logging
 import ServiceLifecycle
 
 /// The chain link as a service: up with the gateway's own MQTT, a tick every
-/// second (heartbeat, beat watchdog), down on graceful shutdown. It starts
+/// second (heartbeat, beat watchdog), game records shipped, down on graceful shutdown. It starts
 /// after MQTT and stops before it.
 struct ChainLinkService: Service {
     let link: ChainLink
@@ -13,11 +13,21 @@ struct ChainLinkService: Service {
         link.start()
         let clock = clock, link = link
         await cancelWhenGracefulShutdown {
-            var next = clock.now()
-            while !Task.isCancelled {
-                next += .seconds(1)
-                do { try await clock.sleep(next) } catch { return }
-                link.tick()
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    var next = clock.now()
+                    while !Task.isCancelled {
+                        next += .seconds(1)
+                        do { try await clock.sleep(next) } catch { return }
+                        link.tick()
+                    }
+                }
+                // Game records go out from here, one batch at a time: woken
+                // every second and whenever the recorder's acknowledgement
+                // makes room (SPEC §10).
+                group.addTask {
+                    for await _ in link.shippingWakes { await link.ship() }
+                }
             }
         }
         await link.shutdown()

@@ -32,6 +32,18 @@ enum ChainMetrics {
         GatewayMetrics.registry.makeCounter(
             descriptor: family("chain_inbox_receipts", "total", "Receipts the site published on inbox/ack for the routers.")))
 
+    static let recordsAcked = GatewayMetrics.registry.makeGauge(
+        descriptor: family("chain_records_acked", "", "The highest game record number the chain's recorder acknowledged (all up to it are in its database)."))
+    static let recordsPending = GatewayMetrics.registry.makeGauge(
+        descriptor: family("chain_records_pending", "", "Game records numbered but not yet acknowledged by the recorder."))
+    static let recordsShipped = Mirror(
+        GatewayMetrics.registry.makeCounter(
+            descriptor: family("chain_records_shipped", "total", "Game records published to the recorder, resends included.")))
+    static let recordsResends = Mirror(
+        GatewayMetrics.registry.makeCounter(
+            descriptor: family(
+                "chain_records_resends", "total", "Times everything above the recorder's acknowledgement was sent again because it did not move.")))
+
     static func export(_ link: ChainLink) {
         let status = link.status
         up.set(to: status.problem == nil ? 1 : 0)
@@ -40,6 +52,12 @@ enum ChainMetrics {
         silences.sync(to: status.silences)
         for (outcome, mirror) in copies { mirror.sync(to: status.copies[outcome, default: 0]) }
         receipts.sync(to: status.receipts)
+        if let records = link.records?.status {
+            recordsAcked.set(to: Double(records.acked))
+            recordsPending.set(to: Double(max(0, records.lastNumber - records.acked)))
+            recordsShipped.sync(to: records.shipped)
+            recordsResends.sync(to: records.resends)
+        }
     }
 
     private static func family(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {

@@ -17,6 +17,9 @@ import Synchronization
 /// batch written twice after a failure leaves the same rows.
 final class GameStore: Sendable {
     let path: String
+    /// A site of a chain: every game gets a sequence number for shipping in
+    /// the transaction that ends it (SPEC §10). Without a chain, none.
+    let shipsRecords: Bool
     /// The open file; replaced by ``reopen()`` when the file was removed.
     private let opened: Mutex<Opened>
 
@@ -26,12 +29,13 @@ final class GameStore: Sendable {
         var identity: FileIdentity?
     }
 
-    init(path: String) throws(StorageError) {
+    init(path: String, shipsRecords: Bool = false) throws(StorageError) {
         self.path = path
-        opened = Mutex(try Self.open(path))
+        self.shipsRecords = shipsRecords
+        opened = Mutex(try Self.open(path, shipsRecords: shipsRecords))
     }
 
-    private static func open(_ path: String) throws(StorageError) -> Opened {
+    private static func open(_ path: String, shipsRecords: Bool) throws(StorageError) -> Opened {
         do {
             let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -45,6 +49,7 @@ final class GameStore: Sendable {
             }
             let pool = try DatabasePool(path: path, configuration: configuration)
             try migrator.migrate(pool)
+            if shipsRecords { try pool.write(numberUnshippedGames) }
             return Opened(pool: pool, identity: FileIdentity(path: path))
         } catch let error as StorageError {
             throw error
@@ -66,7 +71,7 @@ final class GameStore: Sendable {
     /// Opens the file at ``path`` afresh, creating it if it is gone; what it
     /// must hold is then rewritten by the writer.
     func reopen() throws(StorageError) {
-        let fresh = try Self.open(path)
+        let fresh = try Self.open(path, shipsRecords: shipsRecords)
         let old = opened.withLock { opened in
             defer { opened = fresh }
             return opened.pool
@@ -136,6 +141,14 @@ final class GameStore: Sendable {
                     CREATE INDEX queue_entries_order ON queue_entries (machine, ord);
                     """)
         }
+        // A site of a chain ships every game that ended, in order (SPEC §10).
+        migrator.registerMigration("v3-ship-seq") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE games ADD COLUMN ship_seq INTEGER;
+                    CREATE UNIQUE INDEX games_by_ship_seq ON games (ship_seq) WHERE ship_seq IS NOT NULL;
+                    """)
+        }
         return migrator
     }
 
@@ -181,7 +194,7 @@ final class GameStore: Sendable {
         do {
             try pool.write { db in
                 for image in images { try Self.rewrite(image, db) }
-                for change in changes { try Self.apply(change, db) }
+                for change in changes { try Self.apply(change, db, shipsRecords: shipsRecords) }
             }
         } catch {
             throw StorageError(path: path, operation: "write", underlying: error)
@@ -248,12 +261,42 @@ final class GameStore: Sendable {
                 FROM games WHERE machine = ? ORDER BY offered_at DESC, rowid DESC LIMIT ? OFFSET ?
                 """,
             arguments: [machine, limit, offset]
-        ).map { row in
-            GameRecord(
-                id: row["id"], machine: row["machine"], player: row["player"], provider: row["provider"], nick: row["nick"],
-                outcome: (row["outcome"] as String?).flatMap(GameOutcome.init(rawValue:)),
-                offeredAt: row["offered_at"], startedAt: row["started_at"], endedAt: row["ended_at"],
-                commands: row["commands"])
+        ).map(record)
+    }
+
+    private static func record(_ row: Row) -> GameRecord {
+        GameRecord(
+            id: row["id"], machine: row["machine"], player: row["player"], provider: row["provider"], nick: row["nick"],
+            outcome: (row["outcome"] as String?).flatMap(GameOutcome.init(rawValue:)),
+            offeredAt: row["offered_at"], startedAt: row["started_at"], endedAt: row["ended_at"],
+            commands: row["commands"])
+    }
+
+    /// Ended games numbered above `seq`, in order, at most `limit`: what a
+    /// site ships to the chain next.
+    func records(after seq: Int64, limit: Int) async throws(StorageError) -> [(seq: Int64, game: GameRecord)] {
+        do {
+            return try await pool.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT ship_seq, id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands
+                        FROM games WHERE ship_seq > ? ORDER BY ship_seq LIMIT ?
+                        """,
+                    arguments: [seq, limit]
+                ).map { row in (seq: row["ship_seq"], game: Self.record(row)) }
+            }
+        } catch {
+            throw StorageError(path: path, operation: "read the games to ship", underlying: error)
+        }
+    }
+
+    /// The highest shipping number given so far; 0 before the first.
+    func lastRecordNumber() async throws(StorageError) -> Int64 {
+        do {
+            return try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games") ?? 0 }
+        } catch {
+            throw StorageError(path: path, operation: "read the last shipping number", underlying: error)
         }
     }
 
@@ -274,7 +317,7 @@ final class GameStore: Sendable {
 
     // MARK: SQL
 
-    private static func apply(_ change: StoreChange, _ db: Database) throws {
+    private static func apply(_ change: StoreChange, _ db: Database, shipsRecords: Bool) throws {
         switch change {
         case .enqueue(let machine, let entry, let atHead, let at):
             try enqueue(db, machine: machine, entry: entry, atHead: atHead, at: at)
@@ -284,6 +327,7 @@ final class GameStore: Sendable {
                 arguments: [machine, player.provider, player.accid])
         case .game(let game):
             try upsert(game, db)
+            if shipsRecords, game.endedAt != nil { try number(game: game.id, db) }
         case .meta(let machine, let seq, let paused):
             try db.execute(
                 sql: """
@@ -316,6 +360,30 @@ final class GameStore: Sendable {
         }
     }
 
+    /// Gives an ended game the next shipping sequence number, once: a game
+    /// written again keeps its number.
+    private static func number(game id: String, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                UPDATE games SET ship_seq = (SELECT COALESCE(MAX(ship_seq), 0) + 1 FROM games)
+                WHERE id = ? AND ship_seq IS NULL
+                """,
+            arguments: [id])
+    }
+
+    /// Numbers every ended game that has no number yet, in the order they
+    /// ended: the games of a site that joined a chain are shipped too.
+    private static func numberUnshippedGames(_ db: Database) throws {
+        let ids = try String.fetchAll(
+            db, sql: "SELECT id FROM games WHERE ended_at IS NOT NULL AND ship_seq IS NULL ORDER BY ended_at, rowid")
+        guard !ids.isEmpty else { return }
+        var next = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games") ?? 0
+        for id in ids {
+            next += 1
+            try db.execute(sql: "UPDATE games SET ship_seq = ? WHERE id = ?", arguments: [next, id])
+        }
+    }
+
     /// Idempotent: a player already queued keeps their place, unless they
     /// go back to the head.
     private static func enqueue(_ db: Database, machine: String, entry: QueueEntry, atHead: Bool, at: Date) throws {
@@ -338,7 +406,7 @@ final class GameStore: Sendable {
                 sql: "INSERT INTO queue_entries (machine, accid, nick, provider, ord, joined_at) VALUES (?, ?, ?, ?, ?, ?)",
                 arguments: [image.machine, entry.accid, entry.nick, entry.provider, index, now])
         }
-        try apply(.meta(machine: image.machine, snapshotSeq: image.snapshotSeq, paused: image.paused), db)
+        try apply(.meta(machine: image.machine, snapshotSeq: image.snapshotSeq, paused: image.paused), db, shipsRecords: false)
         if let game = image.openGame { try upsert(game, db) }
     }
 
