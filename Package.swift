@@ -66,6 +66,9 @@ let package = Package(
                 .embedInCode("Live/ChainDashboard/chain.html"),
                 .embedInCode("Live/ChainDashboard/chain.js"),
                 .embedInCode("Live/ChainDashboard/chain.css"),
+                .embedInCode("Live/HistoryDashboard/history.html"),
+                .embedInCode("Live/HistoryDashboard/history.js"),
+                .embedInCode("Live/HistoryDashboard/history.css"),
             ]
         ),
         // The soak, memory and start-up benchmark: its own binary, not the daemon's.

@@ -1,0 +1,2 @@
+// The chain's history page: being written.
+"use strict";
