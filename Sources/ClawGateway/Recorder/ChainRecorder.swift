@@ -88,20 +88,9 @@ final class ChainRecorder: Sendable {
         self.logger = logger
         prefix = bus.topicPrefix
         (inbound, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
-        let first = bus.urls[0]
-        var configuration = MQTTClientConfiguration(host: first.host, port: first.port, clientID: bus.clientID)
-        configuration.alternates = bus.urls.dropFirst().map { MQTTBrokerAddress(host: $0.host, port: $0.port) }
-        configuration.username = bus.username
-        configuration.password = bus.password
-        configuration.tls = bus.tls
-        configuration.protocolVersion = .v311
-        // The cluster keeps what was published for the recorder while it was away.
-        configuration.cleanSession = false
-        // A node that died is left within a few seconds, not a minute.
-        configuration.keepalive = 5
-        configuration.reconnectDelay = 1...10
-        // A record is well under 1 KB; the cluster refuses more than 1 MB anyway.
-        configuration.maxInboundPayload = 64 << 10
+        // Clean session false: the cluster keeps what was published for the
+        // recorder while it was away. A record is well under 1 KB.
+        let configuration = MQTTClientConfiguration(bus: bus, cleanSession: false, maxInboundPayload: 64 << 10)
         client = try MQTTClient(configuration: configuration, logger: logger)
     }
 

@@ -160,19 +160,3 @@ struct RecorderRoutes: Sendable {
         }
     }
 }
-
-struct GamePage: Encodable {
-    var games: [ChainGame]
-}
-
-struct DailyReport: Encodable {
-    /// The first day's midnight, UTC.
-    var since: String
-    var days: [DailyFigures]
-}
-
-struct HourlyReport: Encodable {
-    /// The first hour's start, UTC.
-    var since: String
-    var hours: [HourlyFigures]
-}

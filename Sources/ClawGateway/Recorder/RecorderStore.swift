@@ -299,26 +299,20 @@ final class RecorderStore: Sendable {
 
     /// A page of games, newest first (by `offered_at`, then site and id).
     func games(_ filter: GameFilter) async throws -> [ChainGame] {
-        var sql = "SELECT site, id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands FROM games"
-        var binds = PostgresBindings()
-        var conditions: [String] = []
-        func condition(_ column: String, _ op: String, _ value: some PostgresNonThrowingEncodable & Sendable) {
-            binds.append(value)
-            conditions.append("\(column) \(op) $\(binds.count)")
-        }
-        if let site = filter.site { condition("site", "=", site) }
-        if let machine = filter.machine { condition("machine", "=", machine) }
-        if let player = filter.player { condition("player", "=", player) }
-        if let provider = filter.provider { condition("provider", "=", provider) }
-        if let outcome = filter.outcome { condition("outcome", "=", outcome.rawValue) }
-        if let since = filter.since { condition("offered_at", ">=", since) }
-        if let until = filter.until { condition("offered_at", "<", until) }
-        if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
-        binds.append(Int64(filter.limit))
-        binds.append(Int64(filter.offset))
-        sql += " ORDER BY offered_at DESC, site, id LIMIT $\(binds.count - 1) OFFSET $\(binds.count)"
-        // Only placeholders were written into the text; every value is a bind.
-        let query = PostgresQuery(unsafeSQL: sql, binds: binds)
+        // A filter left out is a null parameter, which matches every row.
+        let query: PostgresQuery = """
+            SELECT site, id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands
+            FROM games
+            WHERE (\(filter.site)::text IS NULL OR site = \(filter.site))
+              AND (\(filter.machine)::text IS NULL OR machine = \(filter.machine))
+              AND (\(filter.player)::text IS NULL OR player = \(filter.player))
+              AND (\(filter.provider)::text IS NULL OR provider = \(filter.provider))
+              AND (\(filter.outcome?.rawValue)::text IS NULL OR outcome = \(filter.outcome?.rawValue))
+              AND (\(filter.since)::timestamptz IS NULL OR offered_at >= \(filter.since))
+              AND (\(filter.until)::timestamptz IS NULL OR offered_at < \(filter.until))
+            ORDER BY offered_at DESC, site, id
+            LIMIT \(Int64(filter.limit)) OFFSET \(Int64(filter.offset))
+            """
         return try await timed { [client] in
             var games: [ChainGame] = []
             let rows = try await client.query(query)
@@ -394,109 +388,4 @@ final class RecorderStore: Sendable {
             return upto
         }
     }
-}
-
-/// A record that decoded and whose fields the database can hold, with its times read.
-struct ValidRecord: Sendable {
-    var record: ChainRecord
-    var offeredAt: Date
-    var startedAt: Date?
-    var endedAt: Date?
-
-    /// Why `record` cannot be written, or the record ready to write.
-    static func check(_ record: ChainRecord) -> Result<ValidRecord, RecordProblem> {
-        let game = record.game
-        guard record.seq >= 1 else { return .failure(RecordProblem("seq \(record.seq) is not 1 or more")) }
-        for (name, value) in [("site", record.site), ("id", game.id), ("machine", game.machine), ("player", game.player), ("provider", game.provider)]
-        where value.isEmpty {
-            return .failure(RecordProblem("\(name) is empty"))
-        }
-        guard game.commands >= 0, game.commands <= Int(Int32.max) else {
-            return .failure(RecordProblem("commands \(game.commands) is out of range"))
-        }
-        guard let offered = Timestamp.date(game.offeredAt) else { return .failure(RecordProblem("offered_at is not a timestamp")) }
-        func optional(_ name: String, _ text: String?) -> Result<Date?, RecordProblem> {
-            guard let text else { return .success(nil) }
-            guard let date = Timestamp.date(text) else { return .failure(RecordProblem("\(name) is not a timestamp")) }
-            return .success(date)
-        }
-        switch (optional("started_at", game.startedAt), optional("ended_at", game.endedAt)) {
-        case (.failure(let problem), _), (_, .failure(let problem)):
-            return .failure(problem)
-        case (.success(let started), .success(let ended)):
-            return .success(ValidRecord(record: record, offeredAt: offered, startedAt: started, endedAt: ended))
-        }
-    }
-}
-
-struct RecordProblem: Error, Equatable, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// `GET /v1/games`'s filters.
-struct GameFilter: Sendable, Equatable {
-    var site: String?
-    var machine: String?
-    var player: String?
-    var provider: String?
-    var outcome: GameOutcome?
-    var since: Date?
-    var until: Date?
-    var limit = 50
-    var offset = 0
-}
-
-/// A game of the chain: SPEC §5's shape plus `site`, every key present.
-struct ChainGame: Encodable, Sendable, Equatable {
-    var site: String
-    var game: GameRecord
-
-    private enum CodingKeys: String, CodingKey { case site }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(site, forKey: .site)
-        try game.encode(to: encoder)
-    }
-}
-
-/// One row of `GET /v1/report/daily`.
-struct DailyFigures: Encodable, Sendable, Equatable {
-    var day: String
-    var site: String
-    var machine: String
-    /// Games played: the coin was dropped (`started_at` set).
-    var games: Int
-    var wins: Int
-    var noResult: Int
-
-    /// wins / games; nil (`null`) for a day with no game played.
-    var winRate: Double? { games == 0 ? nil : Double(wins) / Double(games) }
-
-    private enum CodingKeys: String, CodingKey {
-        case day, site, machine, games, wins
-        case winRate = "win_rate"
-        case noResult = "no_result"
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(day, forKey: .day)
-        try container.encode(site, forKey: .site)
-        try container.encode(machine, forKey: .machine)
-        try container.encode(games, forKey: .games)
-        try container.encode(wins, forKey: .wins)
-        try container.encode(winRate, forKey: .winRate)
-        try container.encode(noResult, forKey: .noResult)
-    }
-}
-
-/// One row of `GET /v1/report/hourly`.
-struct HourlyFigures: Encodable, Sendable, Equatable {
-    /// The hour's start, UTC (`2026-11-25T07:00:00.000Z`).
-    var hour: String
-    var site: String
-    var games: Int
-    var wins: Int
 }

@@ -160,15 +160,17 @@ extension HeavySuites {
                 try await metric(#"claw_recorder_records_total{result="\#(result)"}"#)
             }
 
-            /// SIGTERM, and waits for the process to end.
-            func stop() async {
-                guard let process else { return }
+            /// SIGTERM, and waits for the process to end: its exit status,
+            /// nil when it had to be killed after 15 s (or was stopped before).
+            @discardableResult
+            func stop() async -> Int32? {
+                guard let process else { return nil }
                 self.process = nil
                 process.signal(SIGTERM)
-                if await process.wait(timeout: 15) == nil {
-                    process.signal(SIGKILL)
-                    process.wait()
-                }
+                if let status = await process.wait(timeout: 15) { return status }
+                process.signal(SIGKILL)
+                process.wait()
+                return nil
             }
 
             deinit {
@@ -239,6 +241,8 @@ extension HeavySuites {
                 let again = try await FakeSite(broker: broker, name: "arcade-1", clientID: "claw-site-arcade-1-again")
                 #expect(try await again.ack(after: 0) == 5)
                 await again.stop()
+                // SIGTERM stops it gracefully.
+                #expect(await recorder.stop() == 0)
             }
         }
 
