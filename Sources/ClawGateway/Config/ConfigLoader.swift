@@ -78,7 +78,7 @@ struct Schema {
     let baseDirectory: String
 
     func read(_ root: Node) -> GatewayConfig? {
-        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain"]) else {
+        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain", "app_server"]) else {
             return nil
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
@@ -89,10 +89,14 @@ struct Schema {
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
         let machines = readMachines(top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix)
         let chain = top.section("chain", keys: ChainSettings.keys).flatMap { ChainSettings.read($0, brokerURL: brokerURL) }
+        let appServer = top.section("app_server", keys: AppServerSettings.keys).flatMap {
+            AppServerSettings.read($0, netease: im.netease, machines: machines ?? [])
+        }
         guard let gateway, let mqtt, let http, let machines else { return nil }
         guard chain != nil || !top.has("chain") else { return nil }
         return GatewayConfig(
-            gateway: gateway, mqtt: mqtt, http: http, im: im, game: game, storage: storage, machines: machines, chain: chain)
+            gateway: gateway, mqtt: mqtt, http: http, im: im, game: game, storage: storage, machines: machines, chain: chain,
+            appServer: appServer)
     }
 
     private func readGateway(_ section: ConfigReader.Section?) -> GatewaySettings? {
@@ -249,7 +253,7 @@ struct Schema {
         var idsSeen: [String: String] = [:]
         var accountsSeen: [String: String] = [:]
         for (path, node) in items {
-            guard let section = reader.section(node, at: path, keys: ["id", "name", "im_account", "cameras", "camera_topic"]),
+            guard let section = reader.section(node, at: path, keys: ["id", "name", "im_account", "cameras", "camera_topic", "chatroom_id"]),
                 let id = section.string("id", required: true)
             else { continue }
             if let problem = machineIDProblem(id) {
@@ -269,7 +273,8 @@ struct Schema {
             }
             machines.append(MachineConfig(
                 id: id, name: section.nonEmpty("name") ?? id, imAccount: account,
-                cameras: readCameras(section.list("cameras") ?? []), cameraTopic: cameraTopic))
+                cameras: readCameras(section.list("cameras") ?? []), cameraTopic: cameraTopic,
+                chatroomID: AppServerSettings.chatroomID(section)))
         }
         // A notification's `to` may be an id or an im_account: neither may name two machines.
         for machine in machines where machine.imAccount != machine.id {
@@ -286,14 +291,15 @@ struct Schema {
     private func readCameras(_ items: [(path: String, node: Node)]) -> [CameraConfig] {
         var cameras: [CameraConfig] = []
         for (path, node) in items {
-            guard let section = reader.section(node, at: path, keys: ["id", "stream"]),
+            guard let section = reader.section(node, at: path, keys: ["id", "stream", "http", "hls"]),
                 let id = section.nonEmpty("id", required: true)
             else { continue }
             if cameras.contains(where: { $0.id == id }) {
                 reader.report(section.path("id"), "camera \"\(id)\" is listed twice for this machine")
                 continue
             }
-            cameras.append(CameraConfig(id: id, stream: section.nonEmpty("stream")))
+            cameras.append(
+                CameraConfig(id: id, stream: section.nonEmpty("stream"), http: section.nonEmpty("http"), hls: section.nonEmpty("hls")))
         }
         return cameras
     }

@@ -15,6 +15,8 @@ struct GatewayConfig: Sendable {
     var machines: [MachineConfig]
     /// Set when this site is one arcade of a chain (SPEC §9).
     var chain: ChainSettings? = nil
+    /// Set when the gateway serves the NetEase demo's app-server API (SPEC §8).
+    var appServer: AppServerSettings? = nil
 
     var topics: Topics { Topics(prefix: mqtt.topicPrefix) }
 }
@@ -133,6 +135,8 @@ struct MachineConfig: Sendable, Equatable {
     var cameras: [CameraConfig]
     /// Where camera switches go; defaults to `<prefix>/<id>/camera`.
     var cameraTopic: String?
+    /// The machine's YunXin chatroom: listed by the app-server API, its queue mirrored (SPEC §8).
+    var chatroomID: Int64? = nil
 
     var cameraIDs: [String] { cameras.map(\.id) }
 }
@@ -140,4 +144,7 @@ struct MachineConfig: Sendable, Equatable {
 struct CameraConfig: Sendable, Equatable {
     var id: String
     var stream: String?
+    /// HTTP-FLV and HLS pull URLs of the same camera, for the app-server API's room list.
+    var http: String? = nil
+    var hls: String? = nil
 }
