@@ -58,7 +58,8 @@ final class GameStore: Sendable {
         }
     }
 
-    private var pool: DatabasePool { opened.withLock { $0.pool } }
+    /// The open file; other features' tables (the app server's tourists) are read and written through it too.
+    var pool: DatabasePool { opened.withLock { $0.pool } }
 
     /// Whether the file the database has open is no longer the one at
     /// ``path`` (removed, or replaced by another): SQLite would go on writing
@@ -147,6 +148,20 @@ final class GameStore: Sendable {
                 sql: """
                     ALTER TABLE games ADD COLUMN ship_seq INTEGER;
                     CREATE UNIQUE INDEX games_by_ship_seq ON games (ship_seq) WHERE ship_seq IS NOT NULL;
+                    """)
+        }
+        // The app server's tourist accounts (SPEC §8): NetEase IM accounts the
+        // gateway created, valid until `expires_at`, kept after it.
+        migrator.registerMigration("v4-tourists") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE tourists (
+                        accid TEXT PRIMARY KEY,
+                        nickname TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        created_at TEXT NOT NULL,
+                        expires_at TEXT NOT NULL
+                    );
                     """)
         }
         return migrator
