@@ -45,11 +45,13 @@ struct Gateway {
             ArcadeFeed.GatewayStatus(
                 brokerConnected: mqtt.isConnected, storageWritable: writer.isWritable, repliesFailed: GatewayMetrics.repliesFailed)
         }
+        let appServer = AppServer.make(config: config, store: store, client: replyClient, clock: clock, logger: logger)
         var environment = MachineEnvironment(
-            clock: clock, publisher: mqtt, players: channel, writer: writer, deadlines: Deadlines(),
+            clock: clock, publisher: appServer?.mirror.tap(mqtt) ?? mqtt, players: channel, writer: writer, deadlines: Deadlines(),
             limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger)
         environment.feed = feed
         let arcade = try Arcade(config: config, environment: environment)
+        appServer?.attach(arcade)
         writer.start()
         let mqttService = MQTTService(
             client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
@@ -83,6 +85,7 @@ struct Gateway {
             },
             feed: feed, logger: logger)
         httpParts.metrics = exporter
+        httpParts.appServer = appServer
         if let chainLink { httpParts.chainProblem = { chainLink.status.problem } }
         let http = HTTPServer.application(httpParts, logger: logger)
         // The reply queues stop after MQTT, so results that arrive while MQTT
@@ -91,7 +94,7 @@ struct Gateway {
         services += players == nil ? queues.values.sorted { $0.delivery.provider < $1.delivery.provider } as [any Service] : []
         // The feed stops first: its streams would keep HTTP from stopping.
         services += [mqttService] + (chainLink.map { [ChainLinkService(link: $0, clock: clock, logger: logger)] } ?? [])
-        services += [stats, http, feed]
+        services += (appServer?.services ?? []) + [stats, http, feed]
         return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, services: services)
     }
 

@@ -24,6 +24,8 @@ enum HTTPServer {
         var refusalLog = LogLimiter()
         /// Why the site's chain link is not up (SPEC §9), for `/readyz`; nil when it is or there is none.
         var chainProblem: @Sendable () -> String? = { nil }
+        /// The NetEase demo's app-server API (SPEC §8); nil leaves its routes out.
+        var appServer: AppServer?
 
         init(
             config: GatewayConfig, arcade: Arcade, isBrokerConnected: @escaping @Sendable () -> Bool,
@@ -49,6 +51,8 @@ enum HTTPServer {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
         IngressRoutes<GatewayRequestContext>(ingress: parts.ingress(logger: logger)).add(to: router)
+        // Like the ingress, the app server answers any Host without a token: the demo clients send neither.
+        if let appServer = parts.appServer { AppServerRoutes<GatewayRequestContext>(appServer: appServer, arcade: parts.arcade).add(to: router) }
         // Every route but the ingress and the health checks is behind a guard of its scope.
         let access = AccessPolicy(http: parts.config.http, now: parts.now)
         let reads = router.group().add(middleware: AccessGuard(policy: access, scope: .read))

@@ -1,0 +1,109 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import Protocol
+import ServiceLifecycle
+
+/// The NetEase demo's app server, served by the gateway (SPEC §8): the
+/// tourist login, the room list with its background online counts, and the
+/// chatroom queue mirror. Made from `app_server:` and `im.netease`.
+final class AppServer: Sendable {
+    let settings: AppServerSettings
+    let tourists: Tourists
+    let onlineCounts: OnlineCounts
+    let mirror: ChatroomMirror
+    let machines: [MachineConfig]
+    private let wallNow: @Sendable () -> Date
+
+    init(
+        settings: AppServerSettings, machines: [MachineConfig], tourists: Tourists, onlineCounts: OnlineCounts, mirror: ChatroomMirror,
+        wallNow: @escaping @Sendable () -> Date
+    ) {
+        self.settings = settings
+        self.machines = machines
+        self.tourists = tourists
+        self.onlineCounts = onlineCounts
+        self.mirror = mirror
+        self.wallNow = wallNow
+    }
+
+    /// The app server of `config`, or nil when it has no `app_server:`.
+    static func make(config: GatewayConfig, store: GameStore, client: HTTPClient, clock: GameClock, logger: Logger) -> AppServer? {
+        guard let settings = config.appServer, let netease = config.im.netease else { return nil }
+        let api = NetEaseServerAPI(settings: netease, client: client, timeout: netease.replyTimeout)
+        return AppServer(
+            settings: settings, machines: config.machines,
+            tourists: Tourists(store: store, accounts: api, ttl: settings.touristTTL, wallNow: clock.wallNow, logger: logger),
+            onlineCounts: OnlineCounts(rooms: config.machines.compactMap(\.chatroomID), api: api, clock: clock, logger: logger),
+            mirror: ChatroomMirror(config: config, api: api, clock: clock, logger: logger),
+            wallNow: clock.wallNow)
+    }
+
+    /// What runs beside the routes.
+    var services: [any Service] { [onlineCounts, mirror] }
+
+    /// Starts the mirror from the machines' state once the arcade exists.
+    func attach(_ arcade: Arcade) {
+        let machines = arcade.machines
+        mirror.start { machines[$0].currentSnapshot() }
+    }
+
+    /// The `room/list` page, `snapshot` being each machine's state now.
+    func rooms(limit: Int, offset: Int, snapshot: (Int) -> QueueSnapshot) -> RoomList {
+        let all = machines.enumerated().filter { $0.element.chatroomID != nil }
+        let page = all.dropFirst(offset).prefix(limit).map { index, machine in
+            RoomInfo(machine, snapshot(index), onlineUserCount: onlineCounts.count(room: machine.chatroomID ?? 0))
+        }
+        return RoomList(total: all.count, list: Array(page))
+    }
+
+    /// Whether `sid` names a tourist that is still valid.
+    func isValid(sid: String) async -> Bool {
+        await tourists.valid(sid, at: wallNow()) != nil
+    }
+}
+
+/// `data` of `room/list`: the page, and how many rooms there are in all.
+struct RoomList: Encodable, Sendable {
+    var total: Int
+    var list: [RoomInfo]
+}
+
+/// One room as the demo clients read it (their `RoomInfo`): a field with no
+/// value is left out, as the demo's server leaves out nulls.
+struct RoomInfo: Encodable, Sendable, Equatable {
+    var roomId: Int64
+    var name: String
+    var creator: String
+    var rtmpPullUrl1: String?
+    var rtmpPullUrl2: String?
+    var httpPullUrl1: String?
+    var httpPullUrl2: String?
+    var hlsPullUrl1: String?
+    var hlsPullUrl2: String?
+    /// Open for play: online and not paused.
+    var roomStatus: Bool
+    /// 1 online, 0 offline, 2 paused (the demo's live channel states: idle, live, disabled).
+    var liveStatus: Int
+    var onlineUserCount: Int
+    /// Players waiting, not counting the one offered or playing.
+    var queueCount: Int
+
+    init(_ machine: MachineConfig, _ snapshot: QueueSnapshot, onlineUserCount: Int) {
+        roomId = machine.chatroomID ?? 0
+        name = machine.name
+        creator = machine.imAccount
+        let cameras = machine.cameras
+        func camera(_ index: Int) -> CameraConfig? { cameras.indices.contains(index) ? cameras[index] : nil }
+        rtmpPullUrl1 = camera(0)?.stream
+        rtmpPullUrl2 = camera(1)?.stream
+        httpPullUrl1 = camera(0)?.http
+        httpPullUrl2 = camera(1)?.http
+        hlsPullUrl1 = camera(0)?.hls
+        hlsPullUrl2 = camera(1)?.hls
+        roomStatus = snapshot.online && !snapshot.paused
+        liveStatus = snapshot.paused ? 2 : snapshot.online ? 1 : 0
+        self.onlineUserCount = onlineUserCount
+        queueCount = snapshot.length
+    }
+}

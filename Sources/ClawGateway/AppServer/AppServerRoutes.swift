@@ -1,0 +1,105 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// The demo's app-server routes (SPEC §8): `POST <prefix>/tourist` and
+/// `POST <prefix>/room/list`, form-urlencoded, answered like the demo's
+/// Java server: always HTTP 200, `{"code":200,"data":…}` or
+/// `{"code":<n>,"msg":"…"}`. Any `Host`, no token: the demo clients send
+/// neither. `Demo-Id` and `appkey` headers are ignored.
+struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
+    let appServer: AppServer
+    let arcade: Arcade
+
+    /// A form larger than this is refused (code 413): the demo's are a few dozen bytes.
+    static var maxForm: Int { 4096 }
+
+    func add(to router: Router<Context>) {
+        let prefix = appServer.settings.pathPrefix
+        router.post(RouterPath(prefix + "/tourist")) { request, context in
+            await answer(request) { form in
+                await tourist(form, client: context.client)
+            }
+        }
+        router.post(RouterPath(prefix + "/room/list")) { request, _ in
+            await answer(request) { form in
+                await roomList(form)
+            }
+        }
+    }
+
+    private func tourist(_ form: [String: String], client: ClientAddress?) async -> Response {
+        switch await appServer.tourists.login(sid: form["sid"], client: client) {
+        case .returning(let tourist), .created(let tourist):
+            return Self.ok(TouristInfo(accid: tourist.accid, nickname: tourist.nickname, imToken: tourist.token))
+        case .rateLimited(let seconds):
+            return Self.failure(
+                429, "Too many new tourist accounts from this address; try again in \(seconds) s, or log in again with your sid.")
+        case .failed:
+            return Self.failure(500, "The tourist account could not be created; try again later.")
+        }
+    }
+
+    private func roomList(_ form: [String: String]) async -> Response {
+        let sid = (form["sid"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !sid.isEmpty else { return Self.failure(400, "sid is required: the accid the tourist call returned.") }
+        guard let limit = Self.integer(form["limit"], default: 10, in: 0...1000),
+            let offset = Self.integer(form["offset"], default: 0, in: 0...1_000_000)
+        else { return Self.failure(400, "limit must be a whole number from 0 to 1000 and offset one from 0 up.") }
+        guard await appServer.isValid(sid: sid) else {
+            return Self.failure(401, "sid is unknown or expired: call tourist again for an account.")
+        }
+        let machines = arcade.machines
+        return Self.ok(appServer.rooms(limit: limit, offset: offset) { machines[$0].currentSnapshot() })
+    }
+
+    /// Reads the form (the query's fields, then the body's over them) and
+    /// answers with `body`; a form that cannot be read is a code 400 or 413.
+    private func answer(_ request: Request, _ body: ([String: String]) async -> Response) async -> Response {
+        var request = request
+        let bytes: ByteBuffer
+        do {
+            bytes = try await request.collectBody(upTo: Self.maxForm)
+        } catch {
+            return Self.failure(413, "The form is larger than \(Self.maxForm) bytes.")
+        }
+        var form: [String: String] = [:]
+        if let query = request.uri.query { form = FormEncoding.decode(query) }
+        guard let text = String(validating: bytes.readableBytesView, as: UTF8.self) else {
+            return Self.failure(400, "The form is not UTF-8.")
+        }
+        form.merge(FormEncoding.decode(text)) { _, body in body }
+        return await body(form)
+    }
+
+    private static func integer(_ text: String?, default fallback: Int, in range: ClosedRange<Int>) -> Int? {
+        guard let text, !text.isEmpty else { return fallback }
+        guard let value = Int(text), range.contains(value) else { return nil }
+        return value
+    }
+
+    static func ok(_ data: some Encodable) -> Response {
+        JSONResponse.make(.ok, Success(code: 200, data: data))
+    }
+
+    static func failure(_ code: Int, _ message: String) -> Response {
+        JSONResponse.make(.ok, Failure(code: code, msg: message))
+    }
+
+    private struct Success<Payload: Encodable>: Encodable {
+        var code: Int
+        var data: Payload
+    }
+
+    private struct Failure: Encodable {
+        var code: Int
+        var msg: String
+    }
+}
+
+/// `data` of `tourist`, the demo clients' `TouristLoginInfo`.
+struct TouristInfo: Encodable, Sendable {
+    var accid: String
+    var nickname: String
+    var imToken: String
+}

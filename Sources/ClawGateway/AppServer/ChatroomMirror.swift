@@ -1,0 +1,296 @@
+import Foundation
+import Logging
+import Protocol
+import ServiceLifecycle
+import Synchronization
+
+/// Each machine's queue, shown where the demo clients look: the machine's
+/// YunXin chatroom queue (SPEC §8). The waiting players, in order, become
+/// the chatroom queue's elements: key the player's account (prefixed with
+/// the provider for players who are not NetEase's), value `{"nick":"…"}`.
+///
+/// It is one more consumer of the machines' effects: the retained queue
+/// snapshot each machine publishes (``MirroredPublisher`` hands it over as
+/// it goes out) lands in the machine's slot, a newer one replacing the one
+/// still there (counted as coalesced), so what waits is bounded by the
+/// number of rooms and handing a snapshot over costs a machine a lock and
+/// no I/O. One worker brings each chatroom queue to the latest snapshot with
+/// `queuePoll` (those who left or were offered their turn) and `queueOffer`
+/// (those who joined), in order. It reads the chatroom queue back with
+/// `queueList` and repairs the difference at start and after any call
+/// failed; failed calls are counted and retried with backoff, never by a
+/// game.
+final class ChatroomMirror: Service, Sendable {
+    /// One machine with a chatroom.
+    struct Room: Sendable {
+        /// The machine's index in the arcade.
+        var machine: Int
+        var machineID: String
+        var chatroom: Int64
+        /// Where the machine's snapshots are published.
+        var topic: String
+    }
+
+    static let minimumBackoff: Duration = .seconds(1)
+    static let maximumBackoff: Duration = .seconds(30)
+
+    let rooms: [Room]
+    private let byTopic: [String: Int]
+    private let api: any ChatroomAPI
+    private let clock: GameClock
+    private let logger: Logger
+    private let warnings = LogLimiter()
+    private let state = Mutex(Shared())
+
+    private struct Shared {
+        /// The latest snapshot of each room not yet taken by the worker.
+        var pending: [Int: [UInt8]] = [:]
+        var waiter: CheckedContinuation<Void, Never>?
+        /// Something arrived while the worker was busy.
+        var woken = false
+        /// Each machine's snapshot now, to start from (set by the wiring once the arcade exists).
+        var current: (@Sendable (Int) -> QueueSnapshot)?
+    }
+
+    /// What the worker knows of one room.
+    private struct Mirrored {
+        /// What the chatroom queue is believed to hold.
+        var believed: [ChatroomQueueElement] = []
+        /// What it should hold, and the snapshot that said so.
+        var desired: [ChatroomQueueElement]?
+        var seq: Int64 = -1
+        /// Read the chatroom queue back before the next call.
+        var needsRepair = true
+
+        var inStep: Bool { !needsRepair && (desired == nil || desired == believed) }
+    }
+
+    init(rooms: [Room], api: any ChatroomAPI, clock: GameClock, logger: Logger) {
+        self.rooms = rooms
+        byTopic = Dictionary(rooms.enumerated().map { ($0.element.topic, $0.offset) }, uniquingKeysWith: { first, _ in first })
+        self.api = api
+        self.clock = clock
+        self.logger = logger
+        AppServerMetrics.prepare()
+    }
+
+    /// The rooms of the config's machines that have a chatroom.
+    convenience init(config: GatewayConfig, api: any ChatroomAPI, clock: GameClock, logger: Logger) {
+        let rooms = config.machines.enumerated().compactMap { index, machine -> Room? in
+            machine.chatroomID.map {
+                Room(machine: index, machineID: machine.id, chatroom: $0, topic: MachineTopics(machine, config.topics).queue)
+            }
+        }
+        self.init(rooms: rooms, api: api, clock: clock, logger: logger)
+    }
+
+    /// Where each machine's snapshot is read at start.
+    func start(from current: @escaping @Sendable (_ machine: Int) -> QueueSnapshot) {
+        state.withLock { $0.current = current }
+    }
+
+    /// A publisher that hands every snapshot of a mirrored machine to the mirror, then publishes it.
+    func tap(_ publisher: any MachinePublisher) -> any MachinePublisher {
+        MirroredPublisher(inner: publisher, mirror: self)
+    }
+
+    /// A machine published `payload` on `topic`; never waits.
+    func observe(topic: String, payload: [UInt8]) {
+        guard let room = byTopic[topic] else { return }
+        let (replaced, waiter) = state.withLock { state in
+            let replaced = state.pending.updateValue(payload, forKey: room) != nil
+            let waiter = state.waiter
+            state.waiter = nil
+            if waiter == nil { state.woken = true }
+            return (replaced, waiter)
+        }
+        if replaced { AppServerMetrics.coalesced.increment() }
+        waiter?.resume()
+    }
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown { [self] in try await mirror() }
+    }
+
+    /// The worker, until cancelled.
+    private func mirror() async throws {
+        var mirrored = [Mirrored](repeating: Mirrored(), count: rooms.count)
+        if let current = state.withLock({ $0.current }) {
+            for (index, room) in rooms.enumerated() { Self.take(current(room.machine), into: &mirrored[index]) }
+        }
+        var backoff = Self.minimumBackoff
+        while !Task.isCancelled {
+            for (room, payload) in takePending() {
+                if let snapshot = try? JSONDecoder().decode(QueueSnapshot.self, from: Data(payload)) {
+                    Self.take(snapshot, into: &mirrored[room])
+                }
+            }
+            let work = mirrored.indices.filter { !mirrored[$0].inStep }
+            if work.isEmpty {
+                await waitForSnapshot()
+                continue
+            }
+            var failed = false
+            for index in work where !Task.isCancelled {
+                if await !sync(rooms[index], &mirrored[index]) { failed = true }
+            }
+            guard failed else {
+                backoff = Self.minimumBackoff
+                continue
+            }
+            try await clock.sleep(clock.now() + backoff)
+            backoff = min(backoff * 2, Self.maximumBackoff)
+        }
+    }
+
+    private func takePending() -> [Int: [UInt8]] {
+        state.withLock { state -> [Int: [UInt8]] in
+            let pending = state.pending
+            state.pending = [:]
+            return pending
+        }
+    }
+
+    /// A snapshot's waiting list as the room's elements, unless it is older than the one it has.
+    private static func take(_ snapshot: QueueSnapshot, into room: inout Mirrored) {
+        guard snapshot.seq >= room.seq else { return }
+        room.seq = snapshot.seq
+        var seen: Set<String> = []
+        room.desired = snapshot.waiting.compactMap { player in
+            let element = element(for: player)
+            return seen.insert(element.key).inserted ? element : nil
+        }
+    }
+
+    /// The chatroom queue element of a waiting player.
+    static func element(for player: WaitingPlayer) -> ChatroomQueueElement {
+        let key = player.provider == "netease" ? player.accid : "\(player.provider):\(player.accid)"
+        let nick = player.nick.isEmpty ? player.accid : player.nick
+        let value = (try? JSONSerialization.data(withJSONObject: ["nick": nick], options: [.withoutEscapingSlashes]))
+            .map { String(decoding: $0, as: UTF8.self) } ?? #"{"nick":""}"#
+        return ChatroomQueueElement(key: key, value: value)
+    }
+
+    /// What takes a queue holding `believed` to `desired`: the elements
+    /// that are out of place polled, values that changed offered again
+    /// (an offer of a key that is there updates it in place), the rest
+    /// offered in order. The longest run of `desired`'s head that is in
+    /// `believed` in order stays where it is.
+    static func plan(from believed: [ChatroomQueueElement], to desired: [ChatroomQueueElement]) -> [Step] {
+        var matched = 0
+        var polls: [Step] = []
+        var updates: [Step] = []
+        for element in believed {
+            if matched < desired.count, element.key == desired[matched].key {
+                if element.value != desired[matched].value { updates.append(.offer(desired[matched])) }
+                matched += 1
+            } else {
+                polls.append(.poll(element.key))
+            }
+        }
+        return polls + updates + desired[matched...].map { .offer($0) }
+    }
+
+    enum Step: Sendable, Equatable {
+        case poll(String)
+        case offer(ChatroomQueueElement)
+    }
+
+    /// Brings one chatroom queue in step; false when a call failed (the
+    /// room is then read back before its next call).
+    private func sync(_ room: Room, _ mirrored: inout Mirrored) async -> Bool {
+        var call = "queueList"
+        do {
+            if mirrored.needsRepair {
+                do {
+                    mirrored.believed = try await api.queueList(room: room.chatroom)
+                } catch {
+                    AppServerMetrics.listFailed.increment()
+                    throw error
+                }
+                AppServerMetrics.listOK.increment()
+                AppServerMetrics.repairs.increment()
+                mirrored.needsRepair = false
+            }
+            guard let desired = mirrored.desired else { return true }
+            for step in Self.plan(from: mirrored.believed, to: desired) where !Task.isCancelled {
+                switch step {
+                case .poll(let key):
+                    call = "queuePoll"
+                    do {
+                        try await api.queuePoll(room: room.chatroom, key: key)
+                    } catch {
+                        AppServerMetrics.pollFailed.increment()
+                        throw error
+                    }
+                    AppServerMetrics.pollOK.increment()
+                    mirrored.believed.removeAll { $0.key == key }
+                case .offer(let element):
+                    call = "queueOffer"
+                    do {
+                        try await api.queueOffer(room: room.chatroom, key: element.key, value: element.value)
+                    } catch {
+                        AppServerMetrics.offerFailed.increment()
+                        throw error
+                    }
+                    AppServerMetrics.offerOK.increment()
+                    if let index = mirrored.believed.firstIndex(where: { $0.key == element.key }) {
+                        mirrored.believed[index] = element
+                    } else {
+                        mirrored.believed.append(element)
+                    }
+                }
+            }
+            return true
+        } catch {
+            mirrored.needsRepair = true
+            warnings.log("failed.\(call)") { heldBack in
+                var metadata: Logger.Metadata = [
+                    "machine.id": .string(room.machineID), "chatroom.id": .stringConvertible(room.chatroom),
+                    "netease.call": .string(call), "error": .string(String(describing: error)),
+                ]
+                if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
+                logger.warning("Chatroom queue not updated; it is read back and repaired when NetEase answers", metadata: metadata)
+            }
+            return false
+        }
+    }
+
+    /// Returns once a snapshot arrived (or one arrived while the worker was busy), or when cancelled.
+    private func waitForSnapshot() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.woken || Task.isCancelled {
+                        state.woken = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+}
+
+/// The machines' publisher with the chatroom mirror listening: each
+/// retained message (a machine's queue snapshot) is handed to the mirror
+/// as it goes out, whether or not the broker takes it.
+struct MirroredPublisher: MachinePublisher {
+    let inner: any MachinePublisher
+    let mirror: ChatroomMirror
+
+    var isConnected: Bool { inner.isConnected }
+
+    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) {
+        if retain { mirror.observe(topic: topic, payload: payload) }
+        try inner.publish(topic, payload: payload, qos: qos, retain: retain)
+    }
+}
