@@ -57,19 +57,7 @@ extension HeavySuites {
                 for game in finishing {
                     sessions[game.player] = try await Self.startGame(chain, site: game.site, machine: game.machine, player: game.player, via: 1)
                 }
-                let lanes = [
-                    CopyStream.Lane(site: 0, player: "cat", account: "claw_m2"), CopyStream.Lane(site: 1, player: "dan", account: "claw_m4"),
-                ]
-                for lane in lanes {
-                    _ = try await Self.startGame(chain, site: lane.site, machine: String(lane.account.dropFirst(5)), player: lane.player, via: 1)
-                }
-                let stream = CopyStream(lanes: lanes, routers: chain.routers.map { ($0.number, $0.base) })
-                try await eventually("the stream to reach both sites' PCs") {
-                    let now = Self.deliveries(chain)
-                    return lanes.allSatisfy { lane in
-                        stream.answered.contains { $0.lane.player == lane.player && Self.delivered($0, now).count == 1 }
-                    }
-                }
+                let stream = try await Self.steer(chain, via: 1)
                 for game in finishing {
                     let site = chain.sites[game.site], session = sessions[game.player] ?? ""
                     #expect(try await chain.copy(via: 1, from: game.player, to: "claw_\(game.machine)", #"{"command":2,"serial":1}"#).status == 200)
@@ -115,19 +103,7 @@ extension HeavySuites {
         @Test func aFrozenSiteIsAnsweredUnavailableAndNothingFromTheGapReachesAPCLater() async throws {
             try await ChainHarness.with { chain in
                 let frozen = chain.sites[0]
-                let lanes = [
-                    CopyStream.Lane(site: 0, player: "cat", account: "claw_m2"), CopyStream.Lane(site: 1, player: "dan", account: "claw_m4"),
-                ]
-                for lane in lanes {
-                    _ = try await Self.startGame(chain, site: lane.site, machine: String(lane.account.dropFirst(5)), player: lane.player, via: 0)
-                }
-                let stream = CopyStream(lanes: lanes, routers: chain.routers.map { ($0.number, $0.base) })
-                try await eventually("the stream to reach both sites' PCs") {
-                    let now = Self.deliveries(chain)
-                    return lanes.allSatisfy { lane in
-                        stream.answered.contains { $0.lane.player == lane.player && Self.delivered($0, now).count == 1 }
-                    }
-                }
+                let stream = try await Self.steer(chain, via: 0)
 
                 let frozenAt = Date()
                 frozen.freeze()
@@ -259,6 +235,26 @@ extension HeavySuites {
                 site.receipts.contains { $0.machine == machine && $0.command == 1001 && $0.session == session }
             }
             return session
+        }
+
+        /// Games for cat at arcade-1's m2 and dan at arcade-2's m4, started
+        /// through router `router`, and a stream of their moves through both
+        /// routers, once it reaches both PCs.
+        static func steer(_ chain: ChainHarness, via router: Int) async throws -> CopyStream {
+            let lanes = [
+                CopyStream.Lane(site: 0, player: "cat", account: "claw_m2"), CopyStream.Lane(site: 1, player: "dan", account: "claw_m4"),
+            ]
+            for lane in lanes {
+                _ = try await startGame(chain, site: lane.site, machine: String(lane.account.dropFirst(5)), player: lane.player, via: router)
+            }
+            let stream = CopyStream(lanes: lanes, routers: chain.routers.map { ($0.number, $0.base) })
+            try await eventually("the stream to reach both sites' PCs") {
+                let now = deliveries(chain)
+                return lanes.allSatisfy { lane in
+                    stream.answered.contains { $0.lane.player == lane.player && delivered($0, now).count == 1 }
+                }
+            }
+            return stream
         }
 
         /// A whole game through router `router`: join, offer, accept, a move, the grab, the result reply.
