@@ -335,8 +335,11 @@ final class ChainHarness {
                 try site.startGateway()
                 try site.startSimulator()
             }
-            for router in routers { try router.start() }
             for site in sites { try await site.waitReady() }
+            // The routers start once every site's directory is retained on
+            // the cluster: one subscribing on another node while a directory
+            // is being published can miss it until the site connects again.
+            for router in routers { try router.start() }
             for router in routers { try await router.waitReady(for: sites) }
         } catch {
             let chain = ChainHarness(cluster: cluster, netease: netease, sites: sites, routers: routers)
