@@ -1,2 +1,450 @@
-// The chain's history page: being written.
+// The chain's history, served by claw-gateway record: games per hour, the win
+// rate of each machine per day (the figure an operator tunes the claw's
+// strength by), the daily report and the latest games, read from the
+// recorder's GET /v1/report/hourly, /v1/report/daily and /v1/games every
+// 30 seconds, for the site, machine and number of days chosen.
+//
+// The charts are Chart.js's (window.Chart, from /history/chart.js: Debian's
+// libjs-chart.js on the recorder's host). Without it the page says so in
+// place of the charts and still shows its tables.
+//
+// With recorder.read_token set, the page asks for it once, the way the
+// chain's dashboard does, and keeps it in the tab (sessionStorage), sent as a
+// Bearer header.
+//
+// Every string from the recorder (site, machine, player) is put into the page
+// with textContent or as an attribute value, never as HTML; in the charts it
+// is drawn on the canvas.
 "use strict";
+
+(function () {
+  const READ_TOKEN_KEY = "claw-read-token";
+  const RELOAD_INTERVAL = 30000;
+  // A recorder that does not answer within this is counted as down.
+  const REQUEST_TIMEOUT = 10000;
+  const GAMES_LIMIT = 25;
+  // /v1/report/hourly's most.
+  const MAX_HOURS = 720;
+  const HOUR = 3600 * 1000;
+  const DAY = 24 * HOUR;
+  const PALETTE = ["#4e9af1", "#f39c4a", "#5fd38d", "#e0607e", "#b48ef0", "#e8c547", "#4fd1c5", "#c7836b", "#8fbf4d", "#93a1ae"];
+
+  const page = {
+    request: null,
+    timer: 0,
+    waitingForToken: false,
+    // The Chart.js charts; null when Chart.js is missing.
+    hourly: null,
+    winRate: null,
+    // Every site seen, with its machines: the filters' choices.
+    known: new Map(),
+    // A colour per series, kept from one reload to the next.
+    colours: new Map(),
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function compare(a, b) {
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+
+  function count(value) {
+    return Number.isFinite(value) ? value : 0;
+  }
+
+  function percent(rate) {
+    return typeof rate === "number" && Number.isFinite(rate) ? (rate * 100).toFixed(1) + "%" : "–";
+  }
+
+  function colour(key) {
+    if (!page.colours.has(key)) page.colours.set(key, PALETTE[page.colours.size % PALETTE.length]);
+    return page.colours.get(key);
+  }
+
+  // MARK: Filters
+
+  function filters() {
+    const days = Number($("days").value);
+    return { site: $("site").value, machine: $("machine").value, days: Number.isInteger(days) && days > 0 ? days : 7 };
+  }
+
+  function query(params) {
+    const search = new URLSearchParams();
+    for (const [name, value] of Object.entries(params)) if (value !== "" && value !== null && value !== undefined) search.set(name, String(value));
+    return search.toString();
+  }
+
+  function learn(site, machine) {
+    if (typeof site !== "string" || site === "") return;
+    if (!page.known.has(site)) page.known.set(site, new Set());
+    if (typeof machine === "string" && machine !== "") page.known.get(site).add(machine);
+  }
+
+  function machinesOf(site) {
+    const machines = new Set();
+    for (const [name, set] of page.known) if (!site || name === site) for (const machine of set) machines.add(machine);
+    return Array.from(machines).sort(compare);
+  }
+
+  function renderFilters() {
+    const chosen = filters();
+    fill($("site"), "All sites", Array.from(page.known.keys()).sort(compare), chosen.site);
+    fill($("machine"), "All machines", machinesOf(chosen.site), chosen.machine);
+  }
+
+  // Rebuilt only when the choices changed, so an open list is not disturbed;
+  // the chosen value stays a choice.
+  function fill(select, all, values, chosen) {
+    if (chosen && !values.includes(chosen)) values.push(chosen);
+    const current = Array.from(select.options, (option) => option.value).slice(1);
+    if (current.length === values.length && current.every((value, index) => value === values[index])) return;
+    const option = (value, text) => {
+      const node = el("option", null, text);
+      node.value = value;
+      return node;
+    };
+    select.replaceChildren(option("", all), ...values.map((value) => option(value, value)));
+    select.value = chosen;
+  }
+
+  // MARK: Loading
+
+  // One load at a time: a new one (a filter changed) takes over; the next
+  // one RELOAD_INTERVAL after this one ended.
+  function load() {
+    clearTimeout(page.timer);
+    if (page.request) page.request.abort();
+    const controller = new AbortController();
+    page.request = controller;
+    const timeout = setTimeout(() => controller.abort(), REQUEST_TIMEOUT);
+    const chosen = filters();
+    const hours = Math.min(chosen.days * 24, MAX_HOURS);
+    const scope = { site: chosen.site, machine: chosen.machine };
+    const urls = [
+      "/v1/report/hourly?" + query(Object.assign({ hours }, scope)),
+      "/v1/report/daily?" + query(Object.assign({ days: chosen.days }, scope)),
+      "/v1/games?" + query(Object.assign({ limit: GAMES_LIMIT }, scope)),
+    ];
+    const options = { headers: readHeaders({ Accept: "application/json" }), cache: "no-store", signal: controller.signal };
+    let shown = false;
+    let note = null;
+    let delay = RELOAD_INTERVAL;
+    Promise.all(urls.map((url) => fetch(url, options)))
+      .then((responses) => {
+        if (responses.some((response) => response.status === 401)) return needToken();
+        const failed = responses.find((response) => !response.ok);
+        if (failed) {
+          if (failed.status === 429) note = "Too many wrong tokens from here; trying again in a minute";
+          else if (failed.status === 421) note = "The recorder does not answer to this address (421)";
+          else note = "The recorder answered " + failed.status + "; retrying…";
+          const after = Number(failed.headers.get("Retry-After"));
+          if (after > 0) delay = Math.max(delay, after * 1000);
+          return failed
+            .json()
+            .then((body) => {
+              if (body && typeof body.message === "string" && failed.status !== 429 && failed.status !== 421) note += " " + body.message;
+            })
+            .catch(() => {});
+        }
+        return Promise.all(responses.map((response) => response.json())).then(([hourly, daily, games]) => {
+          if (!hourly || !Array.isArray(hourly.hours)) throw new Error("no hours in the answer");
+          if (!daily || !Array.isArray(daily.days)) throw new Error("no days in the answer");
+          if (!games || !Array.isArray(games.games)) throw new Error("no games in the answer");
+          tokenAccepted();
+          render(chosen, hours, hourly, daily, games.games);
+          setLive(true);
+          shown = true;
+        });
+      })
+      .catch(() => {})
+      .then(() => {
+        clearTimeout(timeout);
+        // A newer load (a filter changed, a token entered) took over.
+        if (page.request !== controller) return;
+        page.request = null;
+        if (page.waitingForToken) return;
+        if (!shown) setLive(false, note);
+        page.timer = setTimeout(load, delay);
+      });
+  }
+
+  function setLive(live, note) {
+    if (live) pill($("link"), "Live", "good");
+    else pill($("link"), note || "The recorder does not answer; retrying…", "bad");
+    document.body.classList.toggle("stale", !live);
+  }
+
+  function pill(node, text, kind) {
+    node.textContent = text;
+    node.className = "pill " + kind;
+  }
+
+  // MARK: The read token (recorder.read_token)
+
+  function readHeaders(headers) {
+    const token = sessionStorage.getItem(READ_TOKEN_KEY);
+    if (token) headers.Authorization = "Bearer " + token;
+    return headers;
+  }
+
+  // The recorder wants a token: ask for it, in the page; a token that was
+  // refused is forgotten, so a reload does not send it again. No loading
+  // until one is entered.
+  function needToken() {
+    const refusedToken = sessionStorage.getItem(READ_TOKEN_KEY);
+    sessionStorage.removeItem(READ_TOKEN_KEY);
+    page.waitingForToken = true;
+    pill($("link"), "Token needed", "bad");
+    document.body.classList.add("stale");
+    $("login").hidden = false;
+    loginStatus(
+      refusedToken ? "The token was refused (401): check recorder.read_token." : "This recorder needs its read token (recorder.read_token) or the admin token.",
+      refusedToken ? "error" : "meta"
+    );
+    $("read-token").focus();
+  }
+
+  function tokenAccepted() {
+    page.waitingForToken = false;
+    $("login").hidden = true;
+    $("read-token").value = "";
+  }
+
+  function loginStatus(text, kind) {
+    const status = $("login-status");
+    status.textContent = text;
+    status.className = kind;
+  }
+
+  // MARK: Rendering
+
+  function render(chosen, hours, hourly, daily, games) {
+    for (const row of hourly.hours) if (row && typeof row === "object") learn(row.site);
+    for (const row of daily.days) if (row && typeof row === "object") learn(row.site, row.machine);
+    for (const game of games) if (game && typeof game === "object") learn(game.site, game.machine);
+    renderFilters();
+    if (page.hourly) renderHourly(hourly, hours);
+    if (page.winRate) renderWinRate(daily, chosen.days);
+    renderDaily(daily.days);
+    renderGames(games);
+    renderSummary(daily.days, chosen.days);
+    $("updated").textContent = "Updated " + new Date().toLocaleTimeString() + ".";
+  }
+
+  // Every hour of the window, from the answer's first hour: an hour the
+  // recorder does not list had no game.
+  function renderHourly(answer, hours) {
+    const since = Date.parse(answer.since);
+    const labels = [];
+    const sites = new Map();
+    if (Number.isFinite(since)) {
+      for (let index = 0; index < hours; index += 1) {
+        const hour = new Date(since + index * HOUR).toISOString();
+        labels.push(hour.slice(5, 10) + " " + hour.slice(11, 16));
+      }
+      for (const row of answer.hours) {
+        if (!row || typeof row !== "object") continue;
+        const index = Math.round((Date.parse(row.hour) - since) / HOUR);
+        if (!(index >= 0 && index < hours)) continue;
+        const site = String(row.site);
+        if (!sites.has(site)) sites.set(site, new Array(hours).fill(0));
+        sites.get(site)[index] += count(row.games);
+      }
+    }
+    const datasets = Array.from(sites.keys())
+      .sort(compare)
+      .map((site) => ({ label: site, data: sites.get(site), backgroundColor: colour("site " + site), borderColor: colour("site " + site), stack: "games" }));
+    draw(page.hourly, labels, datasets);
+  }
+
+  // One line per site and machine, a point per day; a day the machine
+  // played no game is a gap, not a zero.
+  function renderWinRate(answer, days) {
+    const since = Date.parse(answer.since);
+    const labels = [];
+    if (Number.isFinite(since)) for (let index = 0; index < days; index += 1) labels.push(new Date(since + index * DAY).toISOString().slice(0, 10));
+    const series = new Map();
+    for (const row of answer.days) {
+      if (!row || typeof row !== "object") continue;
+      const index = labels.indexOf(String(row.day));
+      if (index < 0) continue;
+      const site = String(row.site);
+      const machine = String(row.machine);
+      const key = JSON.stringify([site, machine]);
+      if (!series.has(key)) series.set(key, { site, machine, data: new Array(labels.length).fill(null) });
+      series.get(key).data[index] = typeof row.win_rate === "number" ? row.win_rate : null;
+    }
+    const datasets = Array.from(series.values())
+      .sort((a, b) => compare(a.site, b.site) || compare(a.machine, b.machine))
+      .map((line) => {
+        const key = "machine " + JSON.stringify([line.site, line.machine]);
+        return { label: line.site + " · " + line.machine, data: line.data, borderColor: colour(key), backgroundColor: colour(key), spanGaps: false };
+      });
+    draw(page.winRate, labels, datasets);
+  }
+
+  // The same chart, its data replaced: no animation every 30 seconds.
+  function draw(chart, labels, datasets) {
+    chart.data.labels = labels;
+    chart.data.datasets = datasets;
+    chart.update("none");
+  }
+
+  // Table cells are classed col-*: the site page's style (app.css) has its own .machine, .state, .outcome.
+  function renderDaily(rows) {
+    const list = rows
+      .filter((row) => row && typeof row === "object")
+      .sort((a, b) => compare(String(b.day), String(a.day)) || compare(String(a.site), String(b.site)) || compare(String(a.machine), String(b.machine)));
+    $("daily").tBodies[0].replaceChildren(
+      ...list.map((row) => {
+        const tr = el("tr");
+        tr.dataset.day = String(row.day);
+        tr.dataset.site = String(row.site);
+        tr.dataset.machine = String(row.machine);
+        const noResult = count(row.no_result);
+        tr.append(
+          el("td", "col-day", row.day),
+          el("td", "col-site", row.site),
+          el("td", "col-machine", row.machine),
+          el("td", "number col-games", count(row.games)),
+          el("td", "number col-wins", count(row.wins)),
+          el("td", "number col-win-rate", percent(row.win_rate)),
+          el("td", "number col-no-result" + (noResult > 0 ? " attention" : ""), noResult)
+        );
+        return tr;
+      })
+    );
+    emptyNote($("daily-empty"), list.length, "No game in these days.");
+  }
+
+  function renderGames(games) {
+    const list = games.filter((game) => game && typeof game === "object");
+    $("games").tBodies[0].replaceChildren(
+      ...list.map((game) => {
+        const tr = el("tr", "outcome-" + (typeof game.outcome === "string" ? game.outcome : "none"));
+        tr.dataset.site = String(game.site);
+        tr.dataset.game = String(game.id);
+        const offered = typeof game.offered_at === "string" ? game.offered_at.slice(0, 19).replace("T", " ") : "–";
+        const player = el("td", "col-player", game.nick || game.player || "–");
+        if (game.player) player.title = String(game.provider || "") + ":" + String(game.player);
+        const outcome = typeof game.outcome === "string" ? game.outcome.replace(/_/g, " ") : game.started_at ? "playing" : "offered";
+        tr.append(
+          el("td", "col-offered", offered),
+          el("td", "col-site", game.site),
+          el("td", "col-machine", game.machine),
+          player,
+          el("td", "col-outcome", outcome),
+          el("td", "number col-commands", count(game.commands))
+        );
+        return tr;
+      })
+    );
+    emptyNote($("games-empty"), list.length, "No game yet.");
+  }
+
+  function emptyNote(node, rows, text) {
+    node.textContent = text;
+    node.hidden = rows > 0;
+  }
+
+  function renderSummary(rows, days) {
+    let games = 0;
+    let wins = 0;
+    for (const row of rows) {
+      if (!row || typeof row !== "object") continue;
+      games += count(row.games);
+      wins += count(row.wins);
+    }
+    $("summary").textContent =
+      games + (games === 1 ? " game" : " games") + ", " + wins + " won (" + percent(games > 0 ? wins / games : null) + ") in the last " + (days === 1 ? "day" : days + " days");
+  }
+
+  // MARK: Charts
+
+  function makeCharts() {
+    const style = getComputedStyle(document.documentElement);
+    const muted = style.getPropertyValue("--muted").trim();
+    const line = style.getPropertyValue("--line").trim();
+    if (muted) window.Chart.defaults.color = muted;
+    if (line) window.Chart.defaults.borderColor = line;
+    const common = {
+      animation: false,
+      responsive: true,
+      maintainAspectRatio: false,
+      interaction: { mode: "index", intersect: false },
+      plugins: { legend: { position: "bottom" } },
+    };
+    page.hourly = new window.Chart($("hourly-chart"), {
+      type: "bar",
+      data: { labels: [], datasets: [] },
+      options: Object.assign({}, common, {
+        scales: {
+          x: { stacked: true, ticks: { maxRotation: 0, autoSkipPadding: 16 } },
+          y: { stacked: true, beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: "games" } },
+        },
+      }),
+    });
+    page.winRate = new window.Chart($("win-rate-chart"), {
+      type: "line",
+      data: { labels: [], datasets: [] },
+      options: Object.assign({}, common, {
+        elements: { point: { radius: 3 } },
+        scales: {
+          x: { ticks: { maxRotation: 0, autoSkipPadding: 16 } },
+          y: { min: 0, max: 1, ticks: { callback: (value) => percent(value) }, title: { display: true, text: "win rate" } },
+        },
+        plugins: Object.assign({}, common.plugins, {
+          tooltip: { callbacks: { label: (item) => item.dataset.label + ": " + percent(item.parsed.y) } },
+        }),
+      }),
+    });
+  }
+
+  // No window.Chart: /history/chart.js answered 503 (libjs-chart.js is not
+  // installed where the recorder runs). Its message, in place of the charts.
+  function chartsMissing() {
+    const note = $("charts-missing");
+    note.textContent = "The charts need Chart.js from Debian's libjs-chart.js on the recorder's host: install it and restart the recorder.";
+    note.hidden = false;
+    for (const panel of document.querySelectorAll(".chart-panel")) panel.hidden = true;
+    fetch("/history/chart.js", { cache: "no-store" })
+      .then((response) => (response.status === 503 ? response.json() : null))
+      .then((body) => {
+        if (body && typeof body.message === "string") note.textContent = body.message;
+      })
+      .catch(() => {});
+  }
+
+  // MARK: Start
+
+  document.addEventListener("DOMContentLoaded", () => {
+    if (typeof window.Chart === "function") makeCharts();
+    else chartsMissing();
+    $("login").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const token = $("read-token").value.trim();
+      if (!token) return;
+      sessionStorage.setItem(READ_TOKEN_KEY, token);
+      loginStatus("Checking…", "meta");
+      page.waitingForToken = false;
+      load();
+    });
+    $("site").addEventListener("change", () => {
+      const chosen = filters();
+      if (chosen.machine && !machinesOf(chosen.site).includes(chosen.machine)) $("machine").value = "";
+      renderFilters();
+      load();
+    });
+    $("machine").addEventListener("change", load);
+    $("days").addEventListener("change", load);
+    $("reload").addEventListener("click", load);
+    load();
+  });
+})();
