@@ -126,19 +126,8 @@ final class ChainLink: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         directory = (try? Array(encoder.encode(ChainDirectory(site: settings.site, machines: machines)))) ?? []
-        let first = settings.bus[0]
-        var configuration = MQTTClientConfiguration(host: first.host, port: first.port, clientID: settings.clientID)
-        configuration.alternates = settings.bus.dropFirst().map { MQTTBrokerAddress(host: $0.host, port: $0.port) }
-        configuration.username = settings.username
-        configuration.password = settings.password
-        configuration.tls = settings.tls
-        configuration.protocolVersion = .v311
-        configuration.cleanSession = false
-        // A node that died is left within a few seconds, not a minute.
-        configuration.keepalive = 5
-        configuration.reconnectDelay = 1...10
         // Copies are a few KB; the cluster refuses more than 1 MB anyway.
-        configuration.maxInboundPayload = 1 << 20
+        let configuration = MQTTClientConfiguration(bus: settings.busSettings(prefix: prefix), cleanSession: false, maxInboundPayload: 1 << 20)
         let client = try MQTTClient(configuration: configuration, logger: logger)
         self.client = client
         let topics = topics

@@ -19,6 +19,11 @@ struct ChainSettings: Sendable {
     /// names have none.
     var clientID: String { "claw-site-\(site)" }
 
+    /// The link as a client of the cluster, like the chain's other services.
+    func busSettings(prefix: String) -> BusSettings {
+        BusSettings(urls: bus, username: username, password: password, clientID: clientID, topicPrefix: prefix, tls: tls)
+    }
+
     static let keys = ["site", "bus", "username", "password", "inbox_max_age", "resend_interval"]
 
     /// Reads the section, reporting every problem under its key's path.

@@ -71,20 +71,9 @@ final class ChainRouter: Sendable {
         self.logger = logger
         sites = ChainSites(prefix: bus.topicPrefix, clock: clock, logger: logger)
         idPrefix = "\(bus.clientID)-\(Signatures.nonce(bytes: 3))-"
-        let first = bus.urls[0]
-        var configuration = MQTTClientConfiguration(host: first.host, port: first.port, clientID: bus.clientID)
-        configuration.alternates = bus.urls.dropFirst().map { MQTTBrokerAddress(host: $0.host, port: $0.port) }
-        configuration.username = bus.username
-        configuration.password = bus.password
-        configuration.tls = bus.tls
-        configuration.protocolVersion = .v311
-        // Stateless: nothing is kept for a router that is gone, nothing piles up.
-        configuration.cleanSession = true
-        // A node that died is left within a few seconds, not a minute.
-        configuration.keepalive = 5
-        configuration.reconnectDelay = 1...10
-        // Directories and snapshots are a few KB; the cluster refuses more than 1 MB anyway.
-        configuration.maxInboundPayload = 1 << 20
+        // Stateless: nothing is kept for a router that is gone, nothing piles
+        // up. Directories and snapshots are a few KB.
+        let configuration = MQTTClientConfiguration(bus: bus, cleanSession: true, maxInboundPayload: 1 << 20)
         client = try MQTTClient(configuration: configuration, logger: logger)
     }
 
