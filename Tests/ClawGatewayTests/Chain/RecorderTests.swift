@@ -173,6 +173,14 @@ extension HeavySuites {
                 return nil
             }
 
+            /// SIGKILL: no goodbye to the cluster or the database.
+            func kill() {
+                guard let process else { return }
+                self.process = nil
+                process.signal(SIGKILL)
+                process.wait()
+            }
+
             deinit {
                 process?.signal(SIGKILL)
                 try? FileManager.default.removeItem(at: folder)
@@ -277,6 +285,21 @@ extension HeavySuites {
                 #expect(try await recorder.metric("claw_recorder_database_up") == 1)
                 #expect(try await recorder.records("written") == 2)
                 #expect(try await recorder.records("duplicate") == 1)
+            }
+        }
+
+        @Test func aRecorderKilledAndStartedAgainGetsWhatWasPublishedMeanwhileFromItsSession() async throws {
+            try await Self.with { recorder, sites, database, broker in
+                let site = sites[0]
+                try site.send(Self.record("arcade-1", 1))
+                #expect(try await site.ack(after: 0) == 1)
+                recorder.kill()
+                // Published while no recorder runs: the cluster keeps them for its session (clean session false).
+                for seq in 2...4 as ClosedRange<Int64> { try site.send(Self.record("arcade-1", seq)) }
+                let again = try await RecorderProcess(broker: broker, database: database)
+                try await eventually("the records published meanwhile to be acknowledged, without a resend") { site.acks.items.last == 4 }
+                #expect(try database.psql("SELECT count(*) FROM games") == ["4"])
+                #expect(await again.stop() == 0)
             }
         }
 
