@@ -1,6 +1,5 @@
 import Foundation
 import Hummingbird
-import HummingbirdCore
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -42,21 +41,9 @@ struct RecorderApp {
         return router
     }
 
-    /// The HTTP server with the gateway's connection guards and decoder
-    /// limits, as the router's.
+    /// The HTTP server, as the router's (``ChainServiceHTTP``).
     static func application(config: RecorderConfig, routes: RecorderRoutes, logger: Logger) -> some ApplicationProtocol {
-        let decoderLimits = HTTPServer.decoderLimits
-        let http = config.recorder.http
-        let connections = ConnectionLimit(maximum: http.maxConnections, perClient: http.maxConnectionsPerClient, logger: logger)
-        return Application(
-            router: Self.routes(config: config, routes: routes),
-            server: HTTPServerBuilder { responder in
-                GatewayHTTP1Channel(
-                    responder: responder, ingress: nil, idleTimeout: http.idleTimeout, readTimeout: http.readTimeout,
-                    connections: connections, decoderLimits: decoderLimits, serverName: HTTPServer.serverName)
-            },
-            configuration: ApplicationConfiguration(address: .hostname(http.host, port: http.port), serverName: HTTPServer.serverName),
-            logger: logger)
+        ChainServiceHTTP.application(http: config.recorder.http, router: Self.routes(config: config, routes: routes), logger: logger)
     }
 }
 
