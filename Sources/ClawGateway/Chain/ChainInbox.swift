@@ -9,10 +9,11 @@ import NIOCore
 /// answered), and the answer goes back as a ``ChainReceipt``, which the
 /// router passes on to the IM service.
 ///
-/// A copy older than `chain.inbox_max_age` is dropped and not acknowledged:
-/// the router has answered the IM service 5xx by then and the copy comes
-/// again, or the player has given up. Nothing that waited in the cluster
-/// while the site was cut off reaches a PC late.
+/// A copy older than `chain.inbox_max_age`, or past the deadline its router
+/// set (shortly before it answers the IM service 5xx for want of a receipt),
+/// is dropped and not acknowledged: the copy comes again, or the player has
+/// given up. Nothing that waited in the cluster while the site was cut off
+/// reaches a PC late, and no copy the IM service was told failed is played.
 struct ChainInbox: Sendable {
     let ingress: Ingress
     let maxAge: Duration
@@ -26,7 +27,7 @@ struct ChainInbox: Sendable {
     enum Outcome: String, Sendable, CaseIterable {
         /// Handled by the ingress; the receipt is sent (now or once durable).
         case handled
-        /// Older than `chain.inbox_max_age`: dropped, no receipt.
+        /// Older than `chain.inbox_max_age`, or past its router's deadline: dropped, no receipt.
         case stale
         /// Not a copy: dropped, no receipt (there is no id to answer).
         case malformed
@@ -41,10 +42,11 @@ struct ChainInbox: Sendable {
             drop(.malformed, "A message on the chain inbox is not a copy: dropped", metadata: ["chain.bytes": "\(payload.count)"])
             return .malformed
         }
-        let age = copy.age(at: wallNow())
-        guard age <= maxAge else {
+        let now = wallNow()
+        let age = copy.age(at: now)
+        guard age <= maxAge, !copy.isPastDeadline(at: now) else {
             drop(
-                .stale, "A copy reached the site after chain.inbox_max_age: dropped, not acknowledged",
+                .stale, "A copy reached the site after chain.inbox_max_age or its router's deadline: dropped, not acknowledged",
                 metadata: ["chain.copy": .string(copy.id), "chain.age_ms": "\(age.milliseconds)"])
             return .stale
         }

@@ -215,7 +215,13 @@ final class ChainLink: Sendable {
     // MARK: On the client's thread
 
     private func connected() {
-        state.withLock { $0.granted = [] }
+        let now = clock.now()
+        state.withLock { state in
+            state.granted = []
+            // A new connection gets its own full wait for the routers' beats:
+            // the silence before it was the link's, not the routers'.
+            if state.lastBeat != nil { state.lastBeat = now }
+        }
         records?.linkDown()
         do {
             try client.publish(topics.directory, payload: directory, qos: .atLeastOnce, retain: true)

@@ -82,7 +82,12 @@ final class ChainRouter: Sendable {
         client.onConnected { [self] in link.withLock { $0.granted = [] } }
         client.onSubscribeAck { [self] ack in subscribed(ack) }
         client.onMessage { [self] message in received(message) }
-        client.subscribe(sites.subscriptions, qos: .atLeastOnce)
+        // QoS 0: a NATS node keeps no JetStream consumer for the router
+        // (none to delete when it comes back, nothing to stall its
+        // reconnect after a node dies). Directories are retained, beats
+        // and snapshots come again, and a lost receipt is a 503 the IM
+        // service answers by sending the copy again.
+        client.subscribe(sites.subscriptions, qos: .atMostOnce)
         client.start()
     }
 
@@ -155,7 +160,9 @@ final class ChainRouter: Sendable {
                 WireError(.gatewayUnavailable, "The arcade of this machine cannot be reached right now; your command was dropped. Try again in a minute."))
         }
         let id = idPrefix + String(counter.add(1, ordering: .relaxed).newValue)
-        let message = ChainCopy(id: id, provider: copy.provider, received: copy.received, headers: copy.headers, body: copy.body)
+        let message = ChainCopy(
+            id: id, provider: copy.provider, received: copy.received, deadline: deadline(for: copy), headers: copy.headers,
+            body: copy.body)
         let topic = ChainTopics(prefix: sites.prefix, site: site).inbox
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Wait, Never>) in
             waiting.withLock { $0[id] = continuation }
@@ -194,6 +201,18 @@ final class ChainRouter: Sendable {
             return .error(.unavailable("The router cannot reach the chain's cluster right now; send the notification again."))
         }
     }
+
+    /// The moment after which the site must not play `copy`: a little before
+    /// this router gives up on its receipt and answers 503, so that the
+    /// receipt of a copy played just in time still gets back. A copy the IM
+    /// service is told failed is never played; it comes again.
+    private func deadline(for copy: RouterCopy) -> Date {
+        let margin = min(Self.receiptMargin, receiptTimeout / 4)
+        return copy.received.addingTimeInterval(Double((receiptTimeout - margin).milliseconds) / 1000)
+    }
+
+    /// Time left for a receipt to come back from a copy played at its deadline.
+    static let receiptMargin: Duration = .milliseconds(200)
 
     /// A copy no site takes: the player is told (once a second per code at
     /// most), the IM service answered as a site would have answered it.
@@ -265,7 +284,7 @@ final class ChainRouter: Sendable {
     private func received(_ message: MQTTMessage) {
         guard let topic = sites.parse(message.topic) else { return }
         guard case .receipt = topic else {
-            sites.receive(topic, payload: message.payload)
+            if let again = sites.receive(topic, payload: message.payload) { client.subscribe([again], qos: .atMostOnce) }
             return
         }
         guard let receipt = ChainReceipt.decode(message.payload), receipt.id.hasPrefix(idPrefix) else { return }

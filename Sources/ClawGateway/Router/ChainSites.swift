@@ -34,6 +34,9 @@ final class ChainSites: Sendable {
         var directories: [String: ChainDirectory] = [:]
         /// The last heartbeat of each site, on ``GameClock/now``.
         var heartbeats: [String: Duration] = [:]
+        /// When the router last asked the cluster again for a site's
+        /// directory because it heard the site without holding it.
+        var directoryAsked: [String: Duration] = [:]
         var presence: [MachineKey: Bool] = [:]
         var snapshots: [MachineKey: QueueSnapshot] = [:]
         /// The sites whose directories name each IM account, and each machine id.
@@ -95,13 +98,42 @@ final class ChainSites: Sendable {
         }
     }
 
+    /// How often the router asks again for the directory of a site it hears but has none of.
+    static let directoryRetry: Duration = .seconds(5)
+
     /// Takes in one message of ``subscriptions`` (receipts are the router's).
-    func receive(_ topic: Topic, payload: [UInt8]) {
+    /// Returns the directory topic to subscribe to again when a site's
+    /// heartbeat comes but its retained directory never did: a NATS node may
+    /// miss a retained message published on another node the moment it
+    /// subscribes, and subscribing again sends the retained message anew.
+    @discardableResult
+    func receive(_ topic: Topic, payload: [UInt8]) -> String? {
         switch topic {
         case .directory(let site): directory(site, payload)
         case .heartbeat(let site):
             let now = clock.now()
-            state.withLock { $0.heartbeats[site] = now }
+            let ask = state.withLock { state -> Bool in
+                state.heartbeats[site] = now
+                guard state.directories[site] == nil else {
+                    state.directoryAsked[site] = nil
+                    return false
+                }
+                // The first heartbeat may come before the retained directory
+                // of the same subscription: give that a moment first.
+                guard let asked = state.directoryAsked[site] else {
+                    state.directoryAsked[site] = now - Self.directoryRetry + .seconds(2)
+                    return false
+                }
+                guard now - asked >= Self.directoryRetry else { return false }
+                state.directoryAsked[site] = now
+                return true
+            }
+            if ask {
+                logger.warning(
+                    "A site's heartbeat without its directory: asking the cluster for the directory again",
+                    metadata: ["chain.site": .string(site)])
+                return ChainTopics(prefix: prefix, site: site).directory
+            }
         case .presence(let site, let machine):
             let online: Bool? =
                 switch String(decoding: payload, as: UTF8.self) {
@@ -116,6 +148,7 @@ final class ChainSites: Sendable {
         case .receipt:
             break
         }
+        return nil
     }
 
     private func directory(_ site: String, _ payload: [UInt8]) {

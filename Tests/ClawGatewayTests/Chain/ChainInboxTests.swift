@@ -23,14 +23,14 @@ extension HeavySuites {
         /// A copy as the router publishes it: NetEase's headers, lower-case.
         static func copy(
             id: String, from player: String, to account: String = "claw_m1", _ attach: String, messageID: String = UUID().uuidString,
-            received: Date = Date(), tamper: (inout [String: String]) -> Void = { _ in }
+            received: Date = Date(), deadline: Date? = nil, tamper: (inout [String: String]) -> Void = { _ in }
         ) -> ChainCopy {
             let body = NetEaseCopyBody.encode(from: player, to: account, attach: attach, messageID: messageID)
             var headers = Dictionary(
                 NetEaseCopyBody.headers(body: body, settings: E2ESite.neteaseSettings, now: Date()).map { ($0.0.lowercased(), $0.1) },
                 uniquingKeysWith: { first, _ in first })
             tamper(&headers)
-            return ChainCopy(id: id, provider: "netease", received: received, headers: headers, body: body)
+            return ChainCopy(id: id, provider: "netease", received: received, deadline: deadline, headers: headers, body: body)
         }
 
         @Test func copiesOnTheInboxArePlayedAcknowledgedDeduplicatedAndDroppedWhenStale() async throws {
@@ -77,9 +77,13 @@ extension HeavySuites {
             // Older than inbox_max_age (2 s): dropped, no receipt. The next copy's
             // receipt shows the stale one was read before it (one session, in order).
             try await publish(Self.copy(id: "r-6", from: "bob", #"{"command":6,"data":"Bob"}"#, received: Date().addingTimeInterval(-10)))
+            // Fresh, but past the deadline its router set: the router has
+            // answered 503 by now, so it must not play.
+            try await publish(
+                Self.copy(id: "r-6b", from: "erin", #"{"command":6,"data":"Erin"}"#, deadline: Date().addingTimeInterval(-0.5)))
             try await publish(Self.copy(id: "r-7", from: "carol", #"{"command":6,"data":"Carol"}"#))
             #expect(try await receipt("r-7")?.status == 200)
-            #expect(!router.messages.contains { ChainReceipt.decode($0.payload)?.id == "r-6" })
+            #expect(!router.messages.contains { ["r-6", "r-6b"].contains(ChainReceipt.decode($0.payload)?.id) })
 
             // Not a copy at all: dropped.
             try await router.publish("claw/arcade-1/inbox", #"{"id":"r-8","provider":"netease"}"#)
@@ -89,12 +93,12 @@ extension HeavySuites {
             let waiting = try await HTTP.get("\(site.base)/v1/machines/m1").json["waiting"] as? [[String: Any]] ?? []
             #expect(waiting.compactMap { $0["accid"] as? String } == ["carol", "dave"], "bob's stale join was never played")
             #expect(site.netease.attachments(to: "alice").filter { $0.contains(#""command":11"#) }.count == 1, "one offer for one join")
-            #expect(site.netease.attachments(to: "bob").isEmpty)
+            #expect(site.netease.attachments(to: "bob").isEmpty && site.netease.attachments(to: "erin").isEmpty)
             #expect(site.netease.attachments(to: "mallory").isEmpty)
 
             let metrics = try await HTTP.get("\(site.base)/metrics").body
             #expect(metrics.contains(#"claw_chain_inbox_copies_total{result="handled"} 7"#), "\(metrics)")
-            #expect(metrics.contains(#"claw_chain_inbox_copies_total{result="stale"} 1"#))
+            #expect(metrics.contains(#"claw_chain_inbox_copies_total{result="stale"} 2"#))
             #expect(metrics.contains(#"claw_chain_inbox_copies_total{result="malformed"} 1"#))
             #expect(metrics.contains("claw_chain_inbox_receipts_total 7"))
             #expect(metrics.contains(#"claw_notifications_total{provider="netease",result="duplicate"} 1"#))

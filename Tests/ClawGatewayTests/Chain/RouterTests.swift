@@ -283,6 +283,9 @@ extension HeavySuites {
                 #expect(Set(copy.headers.keys) == ["appkey", "curtime", "md5", "checksum"])
                 #expect(copy.headers["md5"] == Signatures.md5Hex(body))
                 #expect(abs(copy.age(at: Date()).seconds) < 5)
+                // The site must not play it after the router gives up on its
+                // receipt (receipt_timeout 1 s, less the 200 ms a receipt needs to come back).
+                #expect(copy.deadlineMS.map { $0 - copy.receivedMS } == 800)
                 #expect(sites[0].copies.items.isEmpty)
 
                 // The generic webhook too, `to` an IM account; ids differ per copy.
