@@ -77,9 +77,11 @@ struct RecorderRoutes: Sendable {
         }
     }
 
-    /// The chain's charts page goes here (`GET /dashboard` and its files),
-    /// behind the `.page` guard as the router's page is; none yet.
-    func add(page: RouterGroup<GatewayRequestContext>) {}
+    /// The chain's history page (`GET /history`, its files, and Debian's
+    /// Chart.js), behind the `.page` guard as the router's page is.
+    func add(page: RouterGroup<GatewayRequestContext>) {
+        HistoryDashboardRoutes<GatewayRequestContext>().add(page: page)
+    }
 
     /// A read of the database, or 503 when it cannot be reached.
     private func read<T: Sendable>(_ body: () async throws -> T) async throws -> T {

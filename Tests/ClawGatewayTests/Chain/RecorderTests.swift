@@ -458,6 +458,11 @@ extension HeavySuites {
                 #expect(try await recorder.read("/healthz", token: nil).status == 200)
                 #expect(try await recorder.read("/readyz", token: nil).status == 200)
                 #expect(try await recorder.read("/dashboard").status == 404)
+                // The history page and Debian's Chart.js, from the recorder itself.
+                let page = try await recorder.read("/history", token: nil)
+                #expect(page.status == 200 && page.body.contains("<canvas"), "\(page.status)")
+                let chart = try await recorder.read("/history/chart.js", token: nil)
+                #expect(chart.status == 200 && chart.body.contains("Chart"), "\(chart.status)")
                 // Every family with its HELP, the results at 0 from the first scrape.
                 let metrics = try PrometheusText(try await recorder.read("/metrics").body)
                 #expect(metrics.problems.isEmpty, "\(metrics.problems)")
