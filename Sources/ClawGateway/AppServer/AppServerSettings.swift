@@ -22,7 +22,12 @@ struct AppServerSettings: Sendable, Equatable {
                 settings.pathPrefix = prefix
             }
         }
-        settings.touristTTL = section.duration("tourist_ttl", default: settings.touristTTL, atLeast: .seconds(60))
+        // SPEC §6 writes `7d`: days are taken here besides the durations every key takes.
+        if let text = section.string("tourist_ttl"), text.hasSuffix("d"), let days = Int(text.dropLast()), (1...3650).contains(days) {
+            settings.touristTTL = .seconds(days * 24 * 3600)
+        } else {
+            settings.touristTTL = section.duration("tourist_ttl", default: settings.touristTTL, atLeast: .seconds(60))
+        }
         if netease == nil {
             section.reader.report(section.path, "needs im.netease: tourists are NetEase IM accounts and the rooms are YunXin chatrooms")
         }
