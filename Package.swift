@@ -69,6 +69,7 @@ let package = Package(
                 .embedInCode("Live/HistoryDashboard/history.html"),
                 .embedInCode("Live/HistoryDashboard/history.js"),
                 .embedInCode("Live/HistoryDashboard/history.css"),
+                .embedInCode("Live/Shared/read-token.js"),
             ]
         ),
         // The soak, memory and start-up benchmark: its own binary, not the daemon's.
