@@ -49,7 +49,7 @@ struct RecordsBench: AsyncParsableCommand {
             try rig.startBroker()
             try rig.startRecorder()
             try await rig.waitReady(http, url: rig.recorderBase + "/readyz", what: "recorder", log: "recorder")
-            print("records: PostgreSQL \(rig.postgresVersion) (\(unsafeDatabase ? "fsync off, synchronous_commit off" : "fsync on, synchronous_commit on")), "
+            say("records: PostgreSQL \(rig.postgresVersion) (\(unsafeDatabase ? "fsync off, synchronous_commit off" : "fsync on, synchronous_commit on")), "
                 + "mosquitto as the bus, one `claw-gateway record`; \(ProcessInfo.processInfo.activeProcessorCount) cores")
             if !noRate { try await rate(rig, http) }
             if !noBacklog { try await catchUp(rig, http, limit: limit) }
@@ -90,16 +90,16 @@ struct RecordsBench: AsyncParsableCommand {
         let written = after.value("claw_recorder_records_total{result=\"written\"}") - before.value("claw_recorder_records_total{result=\"written\"}")
         let duplicates = after.value("claw_recorder_records_total{result=\"duplicate\"}") - before.value("claw_recorder_records_total{result=\"duplicate\"}")
         let rows = try rig.psql("SELECT count(*) FROM games WHERE site = '\(site)'")
-        print("\nrate: \(records) records of one site (seq 1…\(records)) published back to back at QoS 1 (mosquitto_pub -l), "
+        say("\nrate: \(records) records of one site (seq 1…\(records)) published back to back at QoS 1 (mosquitto_pub -l), "
             + "timed until the retained ack said \(records)")
-        print("records   seconds   records/s   published in   written   duplicates   rows in PostgreSQL")
-        print(
+        say("records   seconds   records/s   published in   written   duplicates   rows in PostgreSQL")
+        say(
             String(
                 format: "%7d   %7.2f   %9.0f   %10@   %7.0f   %10.0f   %@", records, elapsed.seconds, Double(records) / elapsed.seconds,
                 published.map { String(format: "%.2f s", $0.seconds) } ?? "-", written, duplicates, rows.first ?? "?"))
-        print("one record's transaction (claw_recorder_write_latency_seconds, COMMIT included): "
+        say("one record's transaction (claw_recorder_write_latency_seconds, COMMIT included): "
             + after.latency(since: before, family: "claw_recorder_write_latency_seconds"))
-        print("CPU (cores) over the run: " + used.map { String(format: "%@ %.2f", $0.name, $0.cores) }.joined(separator: ", "))
+        say("CPU (cores) over the run: " + used.map { String(format: "%@ %.2f", $0.name, $0.cores) }.joined(separator: ", "))
     }
 
     // MARK: Backlog
@@ -113,7 +113,7 @@ struct RecordsBench: AsyncParsableCommand {
         rig.stopSite()
         let fill = ContinuousClock.now
         try rig.fillBacklog(count: backlog)
-        print("\nbacklog: \(backlog) ended games written into the stopped site's SQLite, numbered 1…\(backlog), never shipped "
+        say("\nbacklog: \(backlog) ended games written into the stopped site's SQLite, numbered 1…\(backlog), never shipped "
             + String(format: "(sqlite3, %.1f s)", (ContinuousClock.now - fill).seconds))
         let acks = try rig.watchAcks(site: site)
         let before = try await rig.metrics(http)
@@ -121,7 +121,7 @@ struct RecordsBench: AsyncParsableCommand {
         let start = clock.now
         try rig.startSite()
         let cpu = rig.cpu()
-        print("elapsed    acked   records/s (last 10 s)")
+        say("elapsed    acked   records/s (last 10 s)")
         var next = start + .seconds(10)
         var last = (at: start, upto: 0)
         var upto = 0
@@ -129,7 +129,7 @@ struct RecordsBench: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(20))
             upto = acks.upto
             if clock.now >= next {
-                print(String(format: "%5.0f s  %7d   %6.0f", (clock.now - start).seconds, upto, Double(upto - last.upto) / (clock.now - last.at).seconds))
+                say(String(format: "%5.0f s  %7d   %6.0f", (clock.now - start).seconds, upto, Double(upto - last.upto) / (clock.now - last.at).seconds))
                 last = (clock.now, upto)
                 next += .seconds(10)
             }
@@ -140,20 +140,28 @@ struct RecordsBench: AsyncParsableCommand {
         let rows = try rig.psql("SELECT count(*), count(DISTINCT seq), min(seq), max(seq) FROM games WHERE site = '\(site)'").first ?? "?"
         let shipper = try await rig.siteMetrics(http)
         if upto >= backlog {
-            print(String(format: "caught up: the ack said %d %.1f s after the gateway was spawned: %.0f records/s end to end", backlog, elapsed.seconds,
+            say(String(format: "caught up: the ack said %d %.1f s after the gateway was spawned: %.0f records/s end to end", backlog, elapsed.seconds,
                 Double(backlog) / elapsed.seconds))
         } else {
             let perSecond = Double(upto) / elapsed.seconds
-            print(String(format: "NOT caught up within %.0f s: the ack said %d; %.0f records/s so far, %.0f s projected for all %d", elapsed.seconds,
+            say(String(format: "NOT caught up within %.0f s: the ack said %d; %.0f records/s so far, %.0f s projected for all %d", elapsed.seconds,
                 upto, perSecond, Double(backlog) / max(perSecond, 0.001), backlog))
         }
-        print("rows in PostgreSQL for \(site) (count, distinct seq, min, max): \(rows.replacingOccurrences(of: "|", with: ", "))")
-        print("recorder: " + after.delta(since: before, "claw_recorder_records_total{result=\"written\"}", as: "written")
+        say("rows in PostgreSQL for \(site) (count, distinct seq, min, max): \(rows.replacingOccurrences(of: "|", with: ", "))")
+        say("recorder: " + after.delta(since: before, "claw_recorder_records_total{result=\"written\"}", as: "written")
             + ", " + after.delta(since: before, "claw_recorder_records_total{result=\"duplicate\"}", as: "duplicates")
             + "; one record's transaction: " + after.latency(since: before, family: "claw_recorder_write_latency_seconds"))
-        if !shipper.isEmpty { print("site gateway's shipping metrics: " + shipper) }
-        print("CPU (cores) over the catch-up: " + used.map { String(format: "%@ %.2f", $0.name, $0.cores) }.joined(separator: ", "))
+        if !shipper.isEmpty { say("site gateway's shipping metrics: " + shipper) }
+        say("the site's highest shipping number (GameStore.lastRecordNumber, and the same subquery numbers each game that ends), "
+            + "read with sqlite3 on its \(backlog)-game file: " + (try rig.timeHighestNumber()))
+        say("CPU (cores) over the catch-up: " + used.map { String(format: "%@ %.2f", $0.name, $0.cores) }.joined(separator: ", "))
     }
+}
+
+/// A line of the bench's output, flushed: progress shows as it comes, also into a file.
+private func say(_ line: String) {
+    print(line)
+    fflush(nil)
 }
 
 /// What the records bench runs: PostgreSQL, a broker, a recorder and a site
@@ -364,6 +372,27 @@ final class RecordsRig: Sendable {
         guard status == 0, text.split(separator: "\n").last.map(String.init) == "\(count)" else {
             throw BenchError("sqlite3 could not write the backlog (\(status)):\n\(text)")
         }
+    }
+
+    /// How long the site's `MAX(ship_seq)` takes as the gateway asks it, and with `WHERE ship_seq IS NOT NULL`
+    /// (which its partial index `games_by_ship_seq` can answer).
+    func timeHighestNumber() throws -> String {
+        let queries = [
+            "SELECT COALESCE(MAX(ship_seq), 0) FROM games;", "SELECT COALESCE(MAX(ship_seq), 0) FROM games WHERE ship_seq IS NOT NULL;",
+        ]
+        let script = directory.appendingPathComponent("timer.sql")
+        try ([".timer on"] + queries.flatMap { Array(repeating: $0, count: 11) }).joined(separator: "\n").write(to: script, atomically: true, encoding: .utf8)
+        let output = directory.appendingPathComponent("sqlite3-timer.out")
+        let status = try tool("sqlite3", "/usr/bin/sqlite3", ["-readonly", sitePath, ".read \(script.path)"], asPostgres: false, output: output.path)
+        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        let times = text.split(separator: "\n").compactMap { line -> Double? in
+            guard line.hasPrefix("Run Time: real ") else { return nil }
+            return Double(line.dropFirst(15).prefix { $0 != " " })
+        }
+        guard status == 0, times.count == 22 else { return "not measured (\(status)): \(text)" }
+        func median(_ part: ArraySlice<Double>) -> String { String(format: "%.2f ms", part.sorted()[part.count / 2] * 1000) }
+        return "median of 11: \(median(times[0..<11])) as asked (every row read: the partial index games_by_ship_seq cannot answer it), "
+            + "\(median(times[11..<22])) with WHERE ship_seq IS NOT NULL"
     }
 
     // MARK: Watching
