@@ -171,6 +171,7 @@ struct ChainBench: AsyncParsableCommand {
             throw BenchError("no cluster node lists \(routerID) in /connz; is router 1 connected?")
         }
         guard let pid = ChainProcesses.pid(state: state, name: "chain-\(node)") else { throw BenchError("no PID for chain-\(node) in \(state)/pids") }
+        let leader = await chain.metaLeader(http)
         var sharing: [String] = []
         for site in chain.sites where await chain.node(holding: "claw-site-\(site.name)", http) == node { sharing.append("\(site.name)'s link") }
         for (index, id) in chain.routerClientIDs.enumerated().dropFirst() where await chain.node(holding: id, http) == node {
@@ -178,6 +179,7 @@ struct ChainBench: AsyncParsableCommand {
         }
         print("\nfailover: kill -9 chain-\(node) (pid \(pid)), the node router 1 is connected to"
             + (sharing.isEmpty ? "" : ", with \(sharing.joined(separator: ", "))")
+            + "; JetStream's meta leader: \(leader ?? "unknown")"
             + "; a move through router 1 to a machine of each site every 100 ms, router 1's /readyz every 100 ms")
         let probes = chain.sites.compactMap { site in players.first { $0.site.name == site.name } }
         let clock = ContinuousClock()
@@ -246,6 +248,19 @@ struct ChainLayout {
         guard !routers.isEmpty, routers.count == routerClientIDs.count, !sites.isEmpty, sites.allSatisfy({ !$0.machines.isEmpty }) else {
             throw BenchError("\(path) names no routers or no sites: was the chain started by a scripts/chain whose build has a router?")
         }
+    }
+
+    /// The node leading JetStream's meta group, from the first node that answers `/jsz`.
+    func metaLeader(_ http: HTTPClient) async -> String? {
+        for monitor in nodeMonitors {
+            guard let response = try? await http.execute(HTTPClientRequest(url: "\(monitor)/jsz"), timeout: .seconds(2)),
+                let body = try? await response.body.collect(upTo: 1 << 20),
+                let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
+                let leader = (object["meta_cluster"] as? [String: Any])?["leader"] as? String
+            else { continue }
+            return leader
+        }
+        return nil
     }
 
     /// Which node (1, 2, 3) holds the MQTT client `id`, from the nodes' `/connz`.
