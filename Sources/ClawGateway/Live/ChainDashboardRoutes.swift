@@ -19,26 +19,20 @@ struct ChainDashboardRoutes<Context: RequestContext>: Sendable {
     ///   behind the read token), so a `Host` check is all it needs.
     func add(page: RouterGroup<Context>) {
         page.get("/dashboard") { _, _ in
-            Self.asset(ChainDashboardAssets.html, type: "text/html; charset=utf-8")
+            PageAsset.html(ChainDashboardAssets.html)
+        }
+        page.get("/dashboard/read-token.js") { _, _ in
+            PageAsset.readToken()
         }
         page.get("/dashboard/chain.js") { _, _ in
-            Self.asset(ChainDashboardAssets.script, type: "text/javascript; charset=utf-8")
+            PageAsset.script(ChainDashboardAssets.script)
         }
         page.get("/dashboard/app.css") { _, _ in
-            Self.asset(DashboardAssets.style, type: "text/css; charset=utf-8")
+            PageAsset.style(DashboardAssets.style)
         }
         page.get("/dashboard/chain.css") { _, _ in
-            Self.asset(ChainDashboardAssets.style, type: "text/css; charset=utf-8")
+            PageAsset.style(ChainDashboardAssets.style)
         }
-    }
-
-    private static func asset(_ text: String, type: String) -> Response {
-        var headers: HTTPFields = [
-            .contentType: type, .contentSecurityPolicy: DashboardRoutes<GatewayRequestContext>.contentSecurityPolicy,
-            .cacheControl: "no-cache", .xContentTypeOptions: "nosniff",
-        ]
-        if let referrer = HTTPField.Name("Referrer-Policy") { headers[referrer] = "no-referrer" }
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
 }
 

@@ -34,27 +34,20 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
             Response(status: .found, headers: [.location: "/dashboard"])
         }
         router.get("/dashboard") { _, _ in
-            Self.asset(DashboardAssets.html, type: "text/html; charset=utf-8")
+            PageAsset.html(DashboardAssets.html)
+        }
+        router.get("/dashboard/read-token.js") { _, _ in
+            PageAsset.readToken()
         }
         router.get("/dashboard/app.js") { _, _ in
-            Self.asset(DashboardAssets.script, type: "text/javascript; charset=utf-8")
+            PageAsset.script(DashboardAssets.script)
         }
         router.get("/dashboard/app.css") { _, _ in
-            Self.asset(DashboardAssets.style, type: "text/css; charset=utf-8")
+            PageAsset.style(DashboardAssets.style)
         }
         reads.get("/v1/stream") { _, context in
             stream(from: context.client, closed: context.connectionClosed)
         }
-    }
-
-    private static func asset(_ text: String, type: String) -> Response {
-        Response(
-            status: .ok,
-            headers: [
-                .contentType: type, .contentSecurityPolicy: contentSecurityPolicy, .cacheControl: "no-cache",
-                HTTPField.Name("X-Content-Type-Options")!: "nosniff", HTTPField.Name("Referrer-Policy")!: "no-referrer",
-            ],
-            body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
 
     /// Server-Sent Events: the whole arcade, then what happens, until the
@@ -111,6 +104,42 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes]
         return Array((try? encoder.encode(hello)) ?? Data("{}".utf8))
+    }
+}
+
+/// How the pages served from the binary (the site's dashboard, the chain's,
+/// the recorder's history) answer with one of their files: the
+/// Content-Security-Policy of ``DashboardRoutes`` (script, style and requests
+/// to this origin only), revalidated on every load, never sniffed, no referrer.
+enum PageAsset {
+    /// The read token's prompt and header, shared by the three pages
+    /// (Live/Shared/read-token.js): each serves it beside its own script.
+    static let readTokenScript = ByteBuffer(bytes: PackageResources.read_token_js)
+
+    static func html(_ text: String) -> Response {
+        response(ByteBuffer(string: text), type: "text/html; charset=utf-8")
+    }
+
+    static func script(_ text: String) -> Response {
+        response(ByteBuffer(string: text), type: "text/javascript; charset=utf-8")
+    }
+
+    static func style(_ text: String) -> Response {
+        response(ByteBuffer(string: text), type: "text/css; charset=utf-8")
+    }
+
+    static func readToken() -> Response {
+        response(readTokenScript, type: "text/javascript; charset=utf-8")
+    }
+
+    static func response(_ body: ByteBuffer, type: String) -> Response {
+        Response(
+            status: .ok,
+            headers: [
+                .contentType: type, .contentSecurityPolicy: DashboardRoutes<GatewayRequestContext>.contentSecurityPolicy,
+                .cacheControl: "no-cache", .xContentTypeOptions: "nosniff", HTTPField.Name("Referrer-Policy")!: "no-referrer",
+            ],
+            body: ResponseBody(byteBuffer: body))
     }
 }
 

@@ -36,16 +36,19 @@ struct HistoryDashboardRoutes<Context: RequestContext>: Sendable {
     ///   read token), so a `Host` check is all it needs.
     func add(page: RouterGroup<Context>) {
         page.get("/history") { _, _ in
-            Self.asset(ByteBuffer(string: HistoryDashboardAssets.html), type: "text/html; charset=utf-8")
+            PageAsset.html(HistoryDashboardAssets.html)
+        }
+        page.get("/history/read-token.js") { _, _ in
+            PageAsset.readToken()
         }
         page.get("/history/history.js") { _, _ in
-            Self.asset(ByteBuffer(string: HistoryDashboardAssets.script), type: "text/javascript; charset=utf-8")
+            PageAsset.script(HistoryDashboardAssets.script)
         }
         page.get("/history/app.css") { _, _ in
-            Self.asset(ByteBuffer(string: DashboardAssets.style), type: "text/css; charset=utf-8")
+            PageAsset.style(DashboardAssets.style)
         }
         page.get("/history/history.css") { _, _ in
-            Self.asset(ByteBuffer(string: HistoryDashboardAssets.style), type: "text/css; charset=utf-8")
+            PageAsset.style(HistoryDashboardAssets.style)
         }
         page.get("/history/chart.js") { [chartJS, chartJSPath] _, _ in
             guard let chartJS else {
@@ -59,17 +62,8 @@ struct HistoryDashboardRoutes<Context: RequestContext>: Sendable {
                 response.headers[.cacheControl] = "no-store"
                 return response
             }
-            return Self.asset(chartJS, type: "text/javascript; charset=utf-8")
+            return PageAsset.response(chartJS, type: "text/javascript; charset=utf-8")
         }
-    }
-
-    private static func asset(_ body: ByteBuffer, type: String) -> Response {
-        var headers: HTTPFields = [
-            .contentType: type, .contentSecurityPolicy: DashboardRoutes<GatewayRequestContext>.contentSecurityPolicy,
-            .cacheControl: "no-cache", .xContentTypeOptions: "nosniff",
-        ]
-        if let referrer = HTTPField.Name("Referrer-Policy") { headers[referrer] = "no-referrer" }
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: body))
     }
 }
 

@@ -4,14 +4,13 @@
 // machines as they were last known.
 //
 // With router.read_token set, the page asks for it once, the way the site's
-// page does, and keeps it in the tab (sessionStorage), sent as a Bearer header.
+// page does (read-token.js, shared by both), and sends it as a Bearer header.
 //
 // Every string from the router (site, machine, player) is put into the page
 // with textContent or as an attribute value, never as HTML.
 "use strict";
 
 (function () {
-  const READ_TOKEN_KEY = "claw-read-token";
   const POLL_INTERVAL = 1000;
   // A router that does not answer within this is counted as down.
   const REQUEST_TIMEOUT = 5000;
@@ -22,7 +21,6 @@
     empty: null,
     request: null,
     timer: 0,
-    waitingForToken: false,
   };
 
   const $ = (id) => document.getElementById(id);
@@ -58,20 +56,18 @@
     let shown = false;
     let note = null;
     let delay = POLL_INTERVAL;
-    fetch("/v1/sites", { headers: readHeaders({ Accept: "application/json" }), cache: "no-store", signal: controller.signal })
+    readToken
+      .fetch("/v1/sites", { headers: { Accept: "application/json" }, cache: "no-store", signal: controller.signal })
       .then((response) => {
         if (response.status === 401) return needToken();
         if (!response.ok) {
-          if (response.status === 429) note = "Too many wrong tokens from here; trying again in a minute";
-          else if (response.status === 421) note = "The router does not answer to this address (421)";
-          else note = "The router answered " + response.status + "; retrying…";
-          const after = Number(response.headers.get("Retry-After"));
-          if (after > 0) delay = Math.max(delay, after * 1000);
+          note = readToken.note(response) || "The router answered " + response.status + "; retrying…";
+          delay = readToken.delay(response, delay);
           return;
         }
         return response.json().then((body) => {
           if (!body || !Array.isArray(body.sites)) throw new Error("no sites in the answer");
-          tokenAccepted();
+          readToken.accepted();
           render(body.sites);
           setLive(true);
           shown = true;
@@ -83,7 +79,7 @@
         // A newer request (a token just entered) took over.
         if (page.request !== controller) return;
         page.request = null;
-        if (page.waitingForToken) return;
+        if (readToken.waiting) return;
         if (!shown) setLive(false, note);
         page.timer = setTimeout(poll, delay);
       });
@@ -102,39 +98,13 @@
 
   // MARK: The read token (router.read_token)
 
-  function readHeaders(headers) {
-    const token = sessionStorage.getItem(READ_TOKEN_KEY);
-    if (token) headers.Authorization = "Bearer " + token;
-    return headers;
-  }
+  // Built at start (the form goes before <main>).
+  let readToken = null;
 
-  // The router wants a token: ask for it, in the page; a token that was
-  // refused is forgotten, so a reload does not send it again. No polling
-  // until one is entered.
+  // The router wants a token: no polling until one is entered.
   function needToken() {
-    const refusedToken = sessionStorage.getItem(READ_TOKEN_KEY);
-    sessionStorage.removeItem(READ_TOKEN_KEY);
-    page.waitingForToken = true;
-    pill($("link"), "Token needed", "bad");
-    document.body.classList.add("stale");
-    $("login").hidden = false;
-    loginStatus(
-      refusedToken ? "The token was refused (401): check router.read_token." : "This router needs its read token (router.read_token) or the admin token.",
-      refusedToken ? "error" : "meta"
-    );
-    $("read-token").focus();
-  }
-
-  function tokenAccepted() {
-    page.waitingForToken = false;
-    $("login").hidden = true;
-    $("read-token").value = "";
-  }
-
-  function loginStatus(text, kind) {
-    const status = $("login-status");
-    status.textContent = text;
-    status.className = kind;
+    setLive(false, "Token needed");
+    readToken.refused();
   }
 
   // MARK: Sites
@@ -275,14 +245,11 @@
   // MARK: Start
 
   document.addEventListener("DOMContentLoaded", () => {
-    $("login").addEventListener("submit", (event) => {
-      event.preventDefault();
-      const token = $("read-token").value.trim();
-      if (!token) return;
-      sessionStorage.setItem(READ_TOKEN_KEY, token);
-      loginStatus("Checking…", "meta");
-      page.waitingForToken = false;
-      poll();
+    readToken = ClawReadToken.start({
+      server: "router",
+      setting: "router.read_token",
+      misdirected: "The router does not answer to this address (421)",
+      onToken: poll,
     });
     poll();
   });

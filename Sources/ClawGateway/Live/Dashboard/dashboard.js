@@ -1,7 +1,7 @@
 // The operators' dashboard of claw-gateway: the whole arcade live from
 // GET /v1/stream (Server-Sent Events), admin actions through the admin API.
 // With http.read_token set, the page asks for it once and keeps it in the
-// tab (sessionStorage), sent with every request.
+// tab, sent with every request (read-token.js, shared with the chain's pages).
 //
 // Every string that comes from a player (nick, account) or a machine is put
 // into the page with textContent or as an attribute value, never as HTML.
@@ -9,7 +9,6 @@
 
 (function () {
   const TOKEN_KEY = "claw-admin-token";
-  const READ_TOKEN_KEY = "claw-read-token";
   const RESULTS_SHOWN = 5;
 
   const page = {
@@ -22,7 +21,6 @@
     stream: null,
     retryDelay: 2000,
     retryTimer: 0,
-    waitingForToken: false,
     live: false,
   };
 
@@ -52,23 +50,22 @@
     // What the link label says until the next try, and when that is.
     let note = null;
     let delay = page.retryDelay;
-    fetch("/v1/stream", { headers: readHeaders({ Accept: "text/event-stream" }), cache: "no-store", signal: controller.signal })
+    readToken
+      .fetch("/v1/stream", { headers: { Accept: "text/event-stream" }, cache: "no-store", signal: controller.signal })
       .then((response) => {
         if (response.status === 401) return needToken();
         if (!response.ok || !response.body) {
-          if (response.status === 429) note = "Too many wrong tokens from here; trying again in a minute";
-          else if (response.status === 421) note = "This gateway does not answer to this address (421): see http.allowed_hosts";
-          const after = Number(response.headers.get("Retry-After"));
-          if (after > 0) delay = Math.max(delay, after * 1000);
+          note = readToken.note(response);
+          delay = readToken.delay(response, delay);
           return;
         }
-        tokenAccepted();
+        readToken.accepted();
         setLive(true);
         return read(response.body.getReader(), controller);
       })
       .catch(() => {})
       .then(() => {
-        if (controller.signal.aborted || page.stream !== controller || page.waitingForToken) return;
+        if (controller.signal.aborted || page.stream !== controller || readToken.waiting) return;
         setLive(false, note);
         page.retryTimer = setTimeout(connect, delay);
       });
@@ -127,37 +124,14 @@
 
   // MARK: The read token (http.read_token)
 
-  function readHeaders(headers) {
-    const token = sessionStorage.getItem(READ_TOKEN_KEY) || sessionStorage.getItem(TOKEN_KEY);
-    if (token) headers.Authorization = "Bearer " + token;
-    return headers;
-  }
+  // Built at start (the form goes before <main>); the admin token, when one
+  // was entered, reads too.
+  let readToken = null;
 
-  // The gateway wants a token: ask for it once, in the page; a token that was
-  // refused is forgotten, so a reload does not send it again.
+  // The gateway wants a token: no stream until one is entered.
   function needToken() {
-    const refusedToken = sessionStorage.getItem(READ_TOKEN_KEY);
-    sessionStorage.removeItem(READ_TOKEN_KEY);
-    page.waitingForToken = true;
     setLive(false, "Token needed");
-    $("login").hidden = false;
-    loginStatus(
-      refusedToken ? "The token was refused (401): check http.read_token." : "This gateway needs its read token (http.read_token) or the admin token.",
-      refusedToken ? "error" : "meta"
-    );
-    $("read-token").focus();
-  }
-
-  function tokenAccepted() {
-    page.waitingForToken = false;
-    $("login").hidden = true;
-    $("read-token").value = "";
-  }
-
-  function loginStatus(text, kind) {
-    const status = $("login-status");
-    status.textContent = text;
-    status.className = kind;
+    readToken.refused();
   }
 
   function setLive(live, note) {
@@ -327,7 +301,8 @@
   }
 
   function loadResults(id) {
-    fetch("/v1/machines/" + encodeURIComponent(id) + "/games?limit=" + RESULTS_SHOWN, { headers: readHeaders({}) })
+    readToken
+      .fetch("/v1/machines/" + encodeURIComponent(id) + "/games?limit=" + RESULTS_SHOWN, {})
       .then((response) => (response.ok ? response.json() : { games: [] }))
       .then((body) => {
         const machine = page.machines.get(id);
@@ -445,6 +420,13 @@
   // MARK: Start
 
   document.addEventListener("DOMContentLoaded", () => {
+    readToken = ClawReadToken.start({
+      server: "gateway",
+      setting: "http.read_token",
+      misdirected: "This gateway does not answer to this address (421): see http.allowed_hosts",
+      fallbackKey: TOKEN_KEY,
+      onToken: connect,
+    });
     const input = $("admin-token");
     input.addEventListener("input", () => {
       const token = input.value.trim();
@@ -457,15 +439,6 @@
       sessionStorage.removeItem(TOKEN_KEY);
       input.value = "";
       adminStatus("Token forgotten.", "meta");
-    });
-    $("login").addEventListener("submit", (event) => {
-      event.preventDefault();
-      const token = $("read-token").value.trim();
-      if (!token) return;
-      sessionStorage.setItem(READ_TOKEN_KEY, token);
-      loginStatus("Checking…", "meta");
-      page.waitingForToken = false;
-      connect();
     });
     $("machines").addEventListener("click", (event) => {
       const button = event.target.closest("button[data-action]");

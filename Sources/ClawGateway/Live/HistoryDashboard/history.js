@@ -9,7 +9,7 @@
 // place of the charts and still shows its tables.
 //
 // With recorder.read_token set, the page asks for it once, the way the
-// chain's dashboard does, and keeps it in the tab (sessionStorage), sent as a
+// chain's dashboard does (read-token.js, shared by both), and sends it as a
 // Bearer header.
 //
 // Every string from the recorder (site, machine, player) is put into the page
@@ -18,7 +18,6 @@
 "use strict";
 
 (function () {
-  const READ_TOKEN_KEY = "claw-read-token";
   const RELOAD_INTERVAL = 30000;
   // A recorder that does not answer within this is counted as down.
   const REQUEST_TIMEOUT = 10000;
@@ -32,7 +31,6 @@
   const page = {
     request: null,
     timer: 0,
-    waitingForToken: false,
     // The Chart.js charts; null when Chart.js is missing.
     hourly: null,
     winRate: null,
@@ -132,20 +130,17 @@
       "/v1/report/daily?" + query(Object.assign({ days: chosen.days }, scope)),
       "/v1/games?" + query(Object.assign({ limit: GAMES_LIMIT }, scope)),
     ];
-    const options = { headers: readHeaders({ Accept: "application/json" }), cache: "no-store", signal: controller.signal };
+    const options = { headers: { Accept: "application/json" }, cache: "no-store", signal: controller.signal };
     let shown = false;
     let note = null;
     let delay = RELOAD_INTERVAL;
-    Promise.all(urls.map((url) => fetch(url, options)))
+    Promise.all(urls.map((url) => readToken.fetch(url, options)))
       .then((responses) => {
         if (responses.some((response) => response.status === 401)) return needToken();
         const failed = responses.find((response) => !response.ok);
         if (failed) {
-          if (failed.status === 429) note = "Too many wrong tokens from here; trying again in a minute";
-          else if (failed.status === 421) note = "The recorder does not answer to this address (421)";
-          else note = "The recorder answered " + failed.status + "; retrying…";
-          const after = Number(failed.headers.get("Retry-After"));
-          if (after > 0) delay = Math.max(delay, after * 1000);
+          note = readToken.note(failed) || "The recorder answered " + failed.status + "; retrying…";
+          delay = readToken.delay(failed, delay);
           return failed
             .json()
             .then((body) => {
@@ -157,7 +152,7 @@
           if (!hourly || !Array.isArray(hourly.hours)) throw new Error("no hours in the answer");
           if (!daily || !Array.isArray(daily.days)) throw new Error("no days in the answer");
           if (!games || !Array.isArray(games.games)) throw new Error("no games in the answer");
-          tokenAccepted();
+          readToken.accepted();
           render(chosen, hours, hourly, daily, games.games);
           setLive(true);
           shown = true;
@@ -169,7 +164,7 @@
         // A newer load (a filter changed, a token entered) took over.
         if (page.request !== controller) return;
         page.request = null;
-        if (page.waitingForToken) return;
+        if (readToken.waiting) return;
         if (!shown) setLive(false, note);
         page.timer = setTimeout(load, delay);
       });
@@ -188,39 +183,13 @@
 
   // MARK: The read token (recorder.read_token)
 
-  function readHeaders(headers) {
-    const token = sessionStorage.getItem(READ_TOKEN_KEY);
-    if (token) headers.Authorization = "Bearer " + token;
-    return headers;
-  }
+  // Built at start (the form goes before <main>).
+  let readToken = null;
 
-  // The recorder wants a token: ask for it, in the page; a token that was
-  // refused is forgotten, so a reload does not send it again. No loading
-  // until one is entered.
+  // The recorder wants a token: no loading until one is entered.
   function needToken() {
-    const refusedToken = sessionStorage.getItem(READ_TOKEN_KEY);
-    sessionStorage.removeItem(READ_TOKEN_KEY);
-    page.waitingForToken = true;
-    pill($("link"), "Token needed", "bad");
-    document.body.classList.add("stale");
-    $("login").hidden = false;
-    loginStatus(
-      refusedToken ? "The token was refused (401): check recorder.read_token." : "This recorder needs its read token (recorder.read_token) or the admin token.",
-      refusedToken ? "error" : "meta"
-    );
-    $("read-token").focus();
-  }
-
-  function tokenAccepted() {
-    page.waitingForToken = false;
-    $("login").hidden = true;
-    $("read-token").value = "";
-  }
-
-  function loginStatus(text, kind) {
-    const status = $("login-status");
-    status.textContent = text;
-    status.className = kind;
+    setLive(false, "Token needed");
+    readToken.refused();
   }
 
   // MARK: Rendering
@@ -427,14 +396,11 @@
   document.addEventListener("DOMContentLoaded", () => {
     if (typeof window.Chart === "function") makeCharts();
     else chartsMissing();
-    $("login").addEventListener("submit", (event) => {
-      event.preventDefault();
-      const token = $("read-token").value.trim();
-      if (!token) return;
-      sessionStorage.setItem(READ_TOKEN_KEY, token);
-      loginStatus("Checking…", "meta");
-      page.waitingForToken = false;
-      load();
+    readToken = ClawReadToken.start({
+      server: "recorder",
+      setting: "recorder.read_token",
+      misdirected: "The recorder does not answer to this address (421)",
+      onToken: load,
     });
     $("site").addEventListener("change", () => {
       const chosen = filters();
