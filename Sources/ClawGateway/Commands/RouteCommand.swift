@@ -1,7 +1,4 @@
 import ArgumentParser
-import Foundation
-import Logging
-import ServiceLifecycle
 
 /// `claw-gateway route --config chain.yaml`: the chain's front door (SPEC §9).
 struct RouteCommand: AsyncParsableCommand {
@@ -14,31 +11,12 @@ struct RouteCommand: AsyncParsableCommand {
     var config: String = "chain.yaml"
 
     func run() async throws {
-        let config: RouterConfig
-        do {
-            config = try RouterConfig.load(file: self.config)
-        } catch {
-            printError(error.description)
-            throw ExitCode(ExitStatus.configError)
+        let config = try ChainServiceCommand.load(self.config) { try RouterConfig.load(file: $0) }
+        try await ChainServiceCommand.run(
+            role: "router", name: "Router", clientID: config.bus.clientID, level: config.router.logLevel,
+            listen: "\(config.router.http.host):\(config.router.http.port)"
+        ) { logger in
+            try ChainRouterApp.build(config: config, logger: logger).services
         }
-        LoggingSystem.bootstrap { label in
-            GatewayLogHandler(label: label, level: config.router.logLevel)
-        }
-        var logger = Logger(label: "claw-gateway-route")
-        logger[metadataKey: "chain.router"] = .string(config.bus.clientID)
-        // There is no reload: a stray SIGHUP must not take the router down.
-        signal(SIGHUP, SIG_IGN)
-        let app = try ChainRouterApp.build(config: config, logger: logger)
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: app.services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        logger.info(
-            "Router starting",
-            metadata: [
-                "gateway.version": .string(ClawGatewayCommand.version),
-                "http.listen": .string("\(config.router.http.host):\(config.router.http.port)"),
-            ])
-        try await group.run()
-        logger.info("Router stopped")
     }
 }
