@@ -390,7 +390,11 @@ final class RecordsRig: Sendable {
             return Double(line.dropFirst(15).prefix { $0 != " " })
         }
         guard status == 0, times.count == 22 else { return "not measured (\(status)): \(text)" }
-        func median(_ part: ArraySlice<Double>) -> String { String(format: "%.2f ms", part.sorted()[part.count / 2] * 1000) }
+        // sqlite3 shows whole milliseconds of wall time.
+        func median(_ part: ArraySlice<Double>) -> String {
+            let seconds = part.sorted()[part.count / 2]
+            return seconds < 0.001 ? "under 1 ms" : String(format: "%.0f ms", seconds * 1000)
+        }
         return "median of 11: \(median(times[0..<11])) as asked (every row read: the partial index games_by_ship_seq cannot answer it), "
             + "\(median(times[11..<22])) with WHERE ship_seq IS NOT NULL"
     }
