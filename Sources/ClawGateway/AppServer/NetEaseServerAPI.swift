@@ -95,17 +95,7 @@ struct NetEaseServerAPI: NetEaseAccounts, ChatroomAPI {
 
     /// Posts a signed form to `<api_base>/<action>`; the answer's JSON when its `code` is 200.
     private func call(_ action: String, _ fields: [(String, String)]) async throws(NetEaseAPIError) -> [String: Any] {
-        let nonce = Signatures.nonce()
-        let curTime = String(Int64(Date().timeIntervalSince1970))
-        var request = HTTPClientRequest(url: settings.apiBase + "/" + action)
-        request.method = .POST
-        request.headers.add(name: "AppKey", value: settings.appKey)
-        request.headers.add(name: "Nonce", value: nonce)
-        request.headers.add(name: "CurTime", value: curTime)
-        request.headers.add(
-            name: "CheckSum", value: Signatures.netEaseAPIChecksum(secret: settings.appSecret, nonce: nonce, curTime: curTime))
-        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded;charset=utf-8")
-        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields)))
+        let request = settings.serverAPIRequest(action, fields)
         let status: UInt
         let body: ByteBuffer
         do {
@@ -124,5 +114,24 @@ struct NetEaseServerAPI: NetEaseAccounts, ChatroomAPI {
             throw .refused(code: code, desc: object["desc"] as? String ?? "")
         }
         return object
+    }
+}
+
+extension NetEaseSettings {
+    /// A signed POST of `fields` to `<api_base>/<action>`, as every call of
+    /// NetEase's server API is made (SPEC §5): `AppKey`, `Nonce`, `CurTime`
+    /// in seconds, `CheckSum` = SHA1(AppSecret + Nonce + CurTime).
+    func serverAPIRequest(_ action: String, _ fields: [(String, String)], now: Date = Date()) -> HTTPClientRequest {
+        let nonce = Signatures.nonce()
+        let curTime = String(Int64(now.timeIntervalSince1970))
+        var request = HTTPClientRequest(url: apiBase + "/" + action)
+        request.method = .POST
+        request.headers.add(name: "AppKey", value: appKey)
+        request.headers.add(name: "Nonce", value: nonce)
+        request.headers.add(name: "CurTime", value: curTime)
+        request.headers.add(name: "CheckSum", value: Signatures.netEaseAPIChecksum(secret: appSecret, nonce: nonce, curTime: curTime))
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded;charset=utf-8")
+        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields)))
+        return request
     }
 }

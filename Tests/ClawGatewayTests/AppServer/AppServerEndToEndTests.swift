@@ -13,10 +13,13 @@ extension HeavySuites {
                 let metrics = try await HTTP.get("\(site.base)/metrics").body
                 for series in [
                     #"claw_app_server_tourists_total{result="created"} 0"#, #"claw_app_server_tourists_total{result="rate_limited"} 0"#,
-                    #"claw_chatroom_mirror_calls_total{call="queueOffer",result="failed"} 0"#, "claw_chatroom_mirror_coalesced_total 0",
+                    #"claw_chatroom_mirror_calls_total{call="queueOffer",result="failed"} 0"#,
+                    #"claw_app_server_online_counts_total{result="failed"} 0"#,
                 ] {
                     #expect(metrics.contains(series), "\(series) from the first scrape")
                 }
+                // The machines' first snapshots may already have been coalesced: the family is there.
+                #expect(metrics.contains("# HELP claw_chatroom_mirror_coalesced_total"))
                 site.netease.chatrooms.onlineCounts.withLock { $0 = [3001: 12, 3002: 3] }
 
                 // A new tourist: one user/create, signed, and the demo's shape.
