@@ -115,7 +115,10 @@ extension HeavySuites {
                 } while clock.now < deadline
                 phase("PostgreSQL agrees with the sites")
                 #expect(problems.isEmpty, "\(problems.count) problems:\n\(problems.prefix(40).joined(separator: "\n"))")
-                if !problems.isEmpty { print("--- recorder log (tail) ---\n\(recorder.logText.suffix(6000))") }
+                if !problems.isEmpty {
+                    print("--- recorder log (tail) ---\n\(recorder.logText.suffix(6000))")
+                    await Self.printFigures(chain, recorder)
+                }
                 for site in chain.sites {
                     #expect((totals[site.name] ?? 0) >= 10, "\(site.name) ended only \(totals[site.name] ?? 0) games")
                     let last = try site.endedGames().compactMap(\.seq).max() ?? -1
@@ -164,6 +167,18 @@ extension HeavySuites {
                 await recorder.stop()
             }
             database.stop()
+        }
+
+        /// The recorder's and the sites' own figures of the records, for a failure's report.
+        static func printFigures(_ chain: ChainHarness, _ recorder: ChainHarness.RecorderNode) async {
+            let answer = try? await HTTP.request(
+                .GET, "\(recorder.base)/metrics", headers: [("Authorization", "Bearer \(ChainHarness.RecorderNode.readToken)")])
+            let lines = (answer?.body ?? "").split(separator: "\n").filter { $0.hasPrefix("claw_recorder_") && !$0.contains("_bucket") }
+            print("--- recorder figures ---\n\(lines.joined(separator: "\n"))")
+            for site in chain.sites {
+                let text = (try? await HTTP.get("\(site.base)/metrics"))?.body ?? ""
+                print("--- \(site.name) figures ---\n\(text.split(separator: "\n").filter { $0.hasPrefix("claw_chain_") }.joined(separator: "\n"))")
+            }
         }
 
         /// The node the test killed: the first one, which no longer runs.
