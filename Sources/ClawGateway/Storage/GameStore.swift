@@ -309,7 +309,7 @@ final class GameStore: Sendable {
     /// The highest shipping number given so far; 0 before the first.
     func lastRecordNumber() async throws(StorageError) -> Int64 {
         do {
-            return try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games") ?? 0 }
+            return try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games WHERE ship_seq IS NOT NULL") ?? 0 }
         } catch {
             throw StorageError(path: path, operation: "read the last shipping number", underlying: error)
         }
@@ -380,7 +380,7 @@ final class GameStore: Sendable {
     private static func number(game id: String, _ db: Database) throws {
         try db.execute(
             sql: """
-                UPDATE games SET ship_seq = (SELECT COALESCE(MAX(ship_seq), 0) + 1 FROM games)
+                UPDATE games SET ship_seq = (SELECT COALESCE(MAX(ship_seq), 0) + 1 FROM games WHERE ship_seq IS NOT NULL)
                 WHERE id = ? AND ship_seq IS NULL
                 """,
             arguments: [id])
@@ -392,7 +392,7 @@ final class GameStore: Sendable {
         let ids = try String.fetchAll(
             db, sql: "SELECT id FROM games WHERE ended_at IS NOT NULL AND ship_seq IS NULL ORDER BY ended_at, rowid")
         guard !ids.isEmpty else { return }
-        var next = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games") ?? 0
+        var next = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games WHERE ship_seq IS NOT NULL") ?? 0
         for id in ids {
             next += 1
             try db.execute(sql: "UPDATE games SET ship_seq = ? WHERE id = ?", arguments: [next, id])
