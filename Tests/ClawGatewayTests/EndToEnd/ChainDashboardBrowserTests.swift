@@ -152,29 +152,10 @@ extension HeavySuites {
             try await FakeSitesAPI.with(sites: Self.twoSites(secondReachable: true), readToken: token) { api in
                 try await WebDriver.with { page in
                     try await page.navigate("\(api.base)/dashboard")
-                    try await page.waitFor("the page to ask for the token") {
-                        try await page.execute("return document.getElementById('login').hidden") == .bool(false)
-                    }
-                    #expect(try await page.texts("#link") == ["Token needed"])
-                    #expect(try await page.findAll("section.site").isEmpty, "nothing of the chain without the token")
-
-                    // A wrong token: refused, forgotten, nothing shown.
-                    let input = try await page.find("#read-token")
-                    try await page.sendKeys("wrong-token-0123456789", to: input)
-                    try await page.click(try await page.find("#login-submit"))
-                    try await page.waitFor("the refusal") {
-                        try await page.texts("#login-status.error") == ["The token was refused (401): check router.read_token."]
-                    }
-                    #expect(try await page.findAll("section.site").isEmpty)
-                    #expect(try await page.execute("return sessionStorage.getItem('claw-read-token')") == .null)
-
-                    // The right one: the sites, kept polling with it.
-                    try await page.clear(input)
-                    try await page.sendKeys(token, to: input)
-                    try await page.click(try await page.find("#login-submit"))
-                    try await Self.waitLive(page, sites: 2)
-                    #expect(try await page.execute("return document.getElementById('login').hidden") == .bool(true))
-                    #expect(try await page.execute("return sessionStorage.getItem('claw-read-token')") == .string(token))
+                    try await page.passReadTokenPrompt(
+                        server: "router", setting: "router.read_token", token: token,
+                        nothingShown: { try await page.findAll("section.site").isEmpty },
+                        live: { try await Self.waitLive(page, sites: 2) })
                     api.set(sites: Self.twoSites(secondReachable: false))
                     try await page.waitFor("arcade-2 cut off, read with the token", timeout: .seconds(5)) {
                         try await Self.badges(page, "arcade-2") == ["Cut off"]
@@ -306,20 +287,6 @@ final class FakeSitesAPI: Sendable {
             let bytes = api.sites.withLock { $0 }
             return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
         }
-        let app = Application(
-            router: router, configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: api.port)),
-            logger: Logger(label: "chain-page"))
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [app], logger: Logger(label: "chain-page")))
-        let server = Task { try await group.run() }
-        do {
-            try await eventually("the chain's page to be served") { await HTTP.reachable(port: api.port) }
-            try await body(api)
-        } catch {
-            await group.triggerGracefulShutdown()
-            _ = try? await server.value
-            throw error
-        }
-        await group.triggerGracefulShutdown()
-        _ = try? await server.value
+        try await servingPage(router, port: api.port, label: "chain-page", "the chain's page to be served") { try await body(api) }
     }
 }

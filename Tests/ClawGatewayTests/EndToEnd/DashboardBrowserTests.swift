@@ -192,29 +192,10 @@ extension HeavySuites {
                 try await Self.play(site, "ann", nick: "Ann")
                 try await WebDriver.with { page in
                     try await page.navigate("\(site.base)/dashboard")
-                    try await page.waitFor("the page to ask for the token") {
-                        try await page.execute("return document.getElementById('login').hidden") == .bool(false)
-                    }
-                    #expect(try await page.texts("#link") == ["Token needed"])
-                    #expect(try await page.findAll("section.machine").isEmpty, "nothing of the arcade without the token")
-
-                    // A wrong token: refused, forgotten, nothing shown.
-                    let input = try await page.find("#read-token")
-                    try await page.sendKeys("wrong-token-0123456789", to: input)
-                    try await page.click(try await page.find("#login-submit"))
-                    try await page.waitFor("the refusal") {
-                        try await page.texts("#login-status.error") == ["The token was refused (401): check http.read_token."]
-                    }
-                    #expect(try await page.findAll("section.machine").isEmpty)
-                    #expect(try await page.execute("return sessionStorage.getItem('claw-read-token')") == .null)
-
-                    // The right one: the arcade, live.
-                    try await page.clear(input)
-                    try await page.sendKeys(token, to: input)
-                    try await page.click(try await page.find("#login-submit"))
-                    try await Self.waitLive(page)
-                    #expect(try await page.execute("return document.getElementById('login').hidden") == .bool(true))
-                    #expect(try await page.execute("return sessionStorage.getItem('claw-read-token')") == .string(token))
+                    try await page.passReadTokenPrompt(
+                        server: "gateway", setting: "http.read_token", token: token,
+                        nothingShown: { try await page.findAll("section.machine").isEmpty },
+                        live: { try await Self.waitLive(page) })
                     try await page.waitFor("m1 and m2 online, Ann playing on m1") {
                         let badges = [try await Self.badges(page, "m1"), try await Self.badges(page, "m2")]
                         let player = try await Self.texts(page, "m1", ".player .nick")

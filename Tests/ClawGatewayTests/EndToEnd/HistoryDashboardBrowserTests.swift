@@ -142,29 +142,14 @@ extension HeavySuites {
             try await FakeRecorderAPI.with(Self.figures(), readToken: token) { api in
                 try await WebDriver.with { page in
                     try await page.navigate("\(api.base)/history")
-                    try await page.waitFor("the page to ask for the token") {
-                        try await page.execute("return document.getElementById('login').hidden") == .bool(false)
-                    }
-                    #expect(try await page.texts("#link") == ["Token needed"])
-                    #expect(try await page.texts("#login-status") == ["This recorder needs its read token (recorder.read_token) or the admin token."])
-                    #expect(try await page.findAll("#daily tbody tr").isEmpty, "nothing of the chain without the token")
-                    #expect(try await Self.datasets(page, "hourly-chart").isEmpty)
-
-                    let input = try await page.find("#read-token")
-                    try await page.sendKeys("wrong-token-0123456789", to: input)
-                    try await page.click(try await page.find("#login-submit"))
-                    try await page.waitFor("the refusal") {
-                        try await page.texts("#login-status.error") == ["The token was refused (401): check recorder.read_token."]
-                    }
-                    #expect(try await page.findAll("#daily tbody tr").isEmpty)
-                    #expect(try await page.execute("return sessionStorage.getItem('claw-read-token')") == .null)
-
-                    try await page.clear(input)
-                    try await page.sendKeys(token, to: input)
-                    try await page.click(try await page.find("#login-submit"))
-                    try await Self.waitLive(page)
-                    #expect(try await page.execute("return document.getElementById('login').hidden") == .bool(true))
-                    #expect(try await page.execute("return sessionStorage.getItem('claw-read-token')") == .string(token))
+                    try await page.passReadTokenPrompt(
+                        server: "recorder", setting: "recorder.read_token", token: token,
+                        nothingShown: {
+                            let rows = try await page.findAll("#daily tbody tr")
+                            let datasets = try await Self.datasets(page, "hourly-chart")
+                            return rows.isEmpty && datasets.isEmpty
+                        },
+                        live: { try await Self.waitLive(page) })
                     #expect(try await Self.datasets(page, "hourly-chart").map(\.label) == ["arcade-1", "arcade-2"])
                     #expect(api.refused > 0, "the wrong token reached the API and was refused there")
 
@@ -426,20 +411,6 @@ final class FakeRecorderAPI: Sendable {
                 return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
             }
         }
-        let app = Application(
-            router: router, configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: api.port)),
-            logger: Logger(label: "history-page"))
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [app], logger: Logger(label: "history-page")))
-        let server = Task { try await group.run() }
-        do {
-            try await eventually("the history page to be served") { await HTTP.reachable(port: api.port) }
-            try await body(api)
-        } catch {
-            await group.triggerGracefulShutdown()
-            _ = try? await server.value
-            throw error
-        }
-        await group.triggerGracefulShutdown()
-        _ = try? await server.value
+        try await servingPage(router, port: api.port, label: "history-page", "the history page to be served") { try await body(api) }
     }
 }
