@@ -233,17 +233,29 @@ final class RecorderStore: Sendable {
     /// Runs `body` within ``timeout`` and notes whether the database
     /// answered: a statement that cannot reach it fails after the timeout
     /// rather than waiting for a connection that never comes.
+    ///
+    /// The timeout does not wait for `body` to end: a transaction begun
+    /// while PostgreSQL was going down can hang in postgres-nio without
+    /// heeding cancellation, and a task group (which waits for every child)
+    /// hung the recorder's writer with it for good, `readyz` saying ready.
+    /// `body` is cancelled and left to end by itself.
     private func timed<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
-            let value = try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await body() }
-                group.addTask {
-                    try await Task.sleep(for: Self.timeout)
-                    return nil
+            let race = FirstAnswer<T>()
+            let value = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                    race.start(continuation)
+                    let work = Task {
+                        do { race.answer(.success(try await body())) } catch { race.answer(.failure(error)) }
+                    }
+                    let timer = Task {
+                        try? await Task.sleep(for: Self.timeout)
+                        if race.answer(.failure(DatabaseTimeout())) { work.cancel() }
+                    }
+                    race.onAnswer { timer.cancel() }
                 }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let value = first else { throw DatabaseTimeout() }
-                return value
+            } onCancel: {
+                race.answer(.failure(CancellationError()))
             }
             reached(nil)
             return value
@@ -254,6 +266,53 @@ final class RecorderStore: Sendable {
                 reached(error)
             }
             throw error
+        }
+    }
+
+    /// The first of several answers resumes the continuation; the others are dropped.
+    private final class FirstAnswer<T: Sendable>: Sendable {
+        private struct Waiting {
+            var continuation: CheckedContinuation<T, any Error>?
+            var early: Result<T, any Error>?
+            var answered = false
+            var onAnswer: (@Sendable () -> Void)?
+        }
+
+        private let state = Mutex(Waiting())
+
+        func start(_ continuation: CheckedContinuation<T, any Error>) {
+            let early = state.withLock { state -> Result<T, any Error>? in
+                guard let early = state.early else {
+                    state.continuation = continuation
+                    return nil
+                }
+                return early
+            }
+            if let early { continuation.resume(with: early) }
+        }
+
+        func onAnswer(_ action: @escaping @Sendable () -> Void) {
+            let now = state.withLock { state -> Bool in
+                if state.answered { return true }
+                state.onAnswer = action
+                return false
+            }
+            if now { action() }
+        }
+
+        /// True when this was the first answer.
+        @discardableResult
+        func answer(_ result: Result<T, any Error>) -> Bool {
+            let (first, continuation, action) = state.withLock { state -> (Bool, CheckedContinuation<T, any Error>?, (@Sendable () -> Void)?) in
+                guard !state.answered else { return (false, nil, nil) }
+                state.answered = true
+                if state.continuation == nil { state.early = result }
+                defer { state.continuation = nil; state.onAnswer = nil }
+                return (true, state.continuation, state.onAnswer)
+            }
+            continuation?.resume(with: result)
+            action?()
+            return first
         }
     }
 
