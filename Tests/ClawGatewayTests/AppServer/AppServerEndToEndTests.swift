@@ -42,7 +42,8 @@ extension HeavySuites {
                 var list: HTTP.Answer?
                 try await eventually("the online counts in the room list") {
                     list = try await site.post("room/list", "sid=\(accid)")
-                    return list?.body.contains(#""onlineUserCount":12"#) == true
+                    // Each room's count comes with its own call: wait for both.
+                    return list?.body.contains(#""onlineUserCount":12"#) == true && list?.body.contains(#""onlineUserCount":3"#) == true
                 }
                 let body = try #require(list?.body)
                 #expect(body.hasPrefix(#"{"code":200,"data":{"list":["#))
