@@ -98,7 +98,8 @@ struct MQTTClientConfiguration: Sendable {
 ///   cluster), a failed one is followed at once by the next; the backoff
 ///   is slept once every broker has failed in turn.
 /// - After every (re)connect it resubscribes and runs the connected hooks;
-///   every SUBACK goes to the hook given to ``onSubscribeAck(_:)``.
+///   every SUBACK goes to the hook given to ``onSubscribeAck(_:)``. Until
+///   the hooks have run, only they publish: other threads wait for them.
 /// - ``publish(_:payload:qos:retain:expiry:)`` writes to the socket from the
 ///   caller's thread, or fails at once while disconnected: nothing is left
 ///   queued inside the library for later, and no thread is woken to send it.
@@ -134,6 +135,13 @@ final class MQTTClient: Sendable {
     /// A CONNACK said yes and the connection has not ended. Written only
     /// under `io` (in callbacks or by the loop thread); read anywhere.
     private let connected = Atomic<Bool>(false)
+    /// The connected hooks of the current connection have run. Until then
+    /// only the loop thread (the hooks themselves) publishes: a command that
+    /// reached the new connection before the hooks had ended the games of
+    /// coins lost with the old one would reach a PC that never got its coin.
+    private let open = Atomic<Bool>(false)
+    /// The loop thread's `pthread_self()`, to let its hooks publish before ``open``.
+    private let loopThread = Atomic<UInt>(0)
     private let state = Mutex(State())
     /// What callbacks noted, under `io`, for the loop thread to act on after.
     private let noted = Mutex(Noted())
@@ -319,6 +327,9 @@ final class MQTTClient: Sendable {
         throws(MQTTError)
     {
         guard connected.load(ordering: .acquiring) else { throw .notConnected(topic) }
+        if !open.load(ordering: .acquiring), pthread_self() != loopThread.load(ordering: .relaxed) {
+            guard waitUntilOpen() else { throw .notConnected(topic) }
+        }
         var properties: OpaquePointer?
         defer { if properties != nil { mosquitto_property_free_all(&properties) } }
         if let expiry, configuration.protocolVersion == .v5 {
@@ -338,6 +349,19 @@ final class MQTTClient: Sendable {
         // The socket was full: the rest waits for the loop thread's poll.
         if backlog { wake.signal() }
         if let error = MQTTError.check(rc, "publish to \(topic)") { throw error }
+    }
+
+    /// Waits, on a publisher's thread, while a new connection runs its
+    /// connected hooks (a few milliseconds); false when it ended instead, or
+    /// the hooks took over two seconds.
+    private func waitUntilOpen() -> Bool {
+        let deadline = ContinuousClock.now + .seconds(2)
+        while connected.load(ordering: .acquiring) {
+            if open.load(ordering: .acquiring) { return true }
+            if ContinuousClock.now > deadline { return false }
+            usleep(100)
+        }
+        return false
     }
 
     /// Disconnects cleanly (no last will), ends the loop thread and
@@ -364,7 +388,7 @@ final class MQTTClient: Sendable {
                 group.cancelAll()
             }
         }
-        connected.store(false, ordering: .releasing)
+        closeConnection()
         continuation.finish()
         logger.debug("MQTT client stopped")
     }
@@ -392,6 +416,7 @@ final class MQTTClient: Sendable {
     /// Connect, run the network loop until the connection ends, back off,
     /// again; until ``shutdown(timeout:)``.
     private func runLoop() {
+        loopThread.store(pthread_self(), ordering: .relaxed)
         let mosq = handle.pointer
         let brokers = configuration.brokers
         var next = 0
@@ -437,7 +462,7 @@ final class MQTTClient: Sendable {
             wake.wait(timeout: .seconds(delay))
             delay = min(delay * 2, configuration.reconnectDelay.upperBound)
         }
-        connected.store(false, ordering: .releasing)
+        closeConnection()
         let waiters = state.withLock { state in
             state.phase = .stopped
             defer { state.stopWaiters = [] }
@@ -457,7 +482,7 @@ final class MQTTClient: Sendable {
         var rc = MOSQ_ERR_SUCCESS.rawValue
         defer {
             io.withLock {
-                connected.store(false, ordering: .releasing)
+                closeConnection()
                 mosquitto_log_callback_set(mosq, mqttOnLog)
             }
         }
@@ -519,6 +544,7 @@ final class MQTTClient: Sendable {
             io.withLock { mosquitto_log_callback_set(handle.pointer, nil) }
             let hooks = state.withLock { $0.connectedHooks }
             for hook in hooks { hook() }
+            if connected.load(ordering: .acquiring) { open.store(true, ordering: .releasing) }
         }
         if !notes.subscribeAcks.isEmpty {
             let hooks = state.withLock { $0.subscribeAckHooks }
@@ -542,6 +568,12 @@ final class MQTTClient: Sendable {
                 }
             }
         }
+    }
+
+    /// The connection has ended (or never was): nobody publishes on it.
+    private func closeConnection() {
+        open.store(false, ordering: .releasing)
+        connected.store(false, ordering: .releasing)
     }
 
     // MARK: Callbacks (the loop thread, under `io`)
@@ -570,7 +602,7 @@ final class MQTTClient: Sendable {
     }
 
     fileprivate func didDisconnect(reasonCode: Int32) {
-        connected.store(false, ordering: .releasing)
+        closeConnection()
         let stopping = state.withLock { state -> Bool in
             if case .running = state.phase {
                 if reasonCode != 0 { state.lastError = "connection lost: \(Mosquitto.describe(reasonCode))" }

@@ -89,6 +89,36 @@ extension HeavySuites {
             await subscriber.stop()
         }
 
+        @Test("until a connection's hooks have run, only they publish: another thread's publish waits for them")
+        func publishesWaitForTheConnectedHooks() async throws {
+            let broker = try MosquittoBroker.start()
+            let subscriber = try await TestSubscriber(broker: broker, topics: ["t/#"])
+            let publisher = try client(broker, id: "hooked")
+            let inHook = Atomic<Bool>(false)
+            let release = DispatchSemaphore(value: 0)
+            publisher.onConnected {
+                inHook.store(true, ordering: .releasing)
+                _ = release.wait(timeout: .now() + 10)
+                try? publisher.publish("t/order", payload: Array("hook".utf8), qos: .atLeastOnce)
+            }
+            publisher.start()
+            try await eventually("the connected hook to be running") { inHook.load(ordering: .acquiring) }
+            #expect(publisher.isConnected)
+            // What a machine's HTTP thread does: publish the moment the client says it is connected.
+            let other = Task.detached {
+                try publisher.publish("t/order", payload: Array("other".utf8), qos: .atLeastOnce)
+            }
+            // While the hook runs, nothing from the other thread gets out.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(subscriber.payloads(on: "t/order").isEmpty)
+            release.signal()
+            try await other.value
+            try await eventually("both messages") { subscriber.payloads(on: "t/order").count == 2 }
+            #expect(subscriber.payloads(on: "t/order") == ["hook", "other"])
+            await publisher.shutdown()
+            await subscriber.stop()
+        }
+
         @Test("a client started while the broker is down connects when it comes up, and resubscribes")
         func startsWhileBrokerDown() async throws {
             let broker = try MosquittoBroker()
