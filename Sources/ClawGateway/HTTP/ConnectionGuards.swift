@@ -131,26 +131,26 @@ enum ConnectionRefusals {
 /// the HTTP decoder starts the clock on a request's first bytes, one after
 /// it stops the clock at the request's end.
 final class RequestReadClock {
-    private let timeout: TimeAmount
-    private var running: Scheduled<Void>?
+    private let timer: ConnectionTimer
 
     init(timeout: Duration) {
-        self.timeout = TimeAmount(timeout)
+        timer = ConnectionTimer(timeout: timeout)
     }
 
     /// Bytes of a request arrived: start the clock if it is not running.
-    fileprivate func start(_ context: ChannelHandlerContext) {
-        guard running == nil else { return }
-        let channel = context.channel
-        running = context.eventLoop.scheduleTask(in: timeout) {
-            channel.close(promise: nil)
-        }
+    func start(_ context: ChannelHandlerContext) {
+        guard !timer.isArmed else { return }
+        timer.arm(context)
     }
 
     /// The whole request arrived.
-    fileprivate func stop() {
-        running?.cancel()
-        running = nil
+    func stop() {
+        timer.disarm()
+    }
+
+    /// The connection has ended.
+    func cancel() {
+        timer.cancel()
     }
 
     /// Goes first in the pipeline, where the bytes come in.
@@ -169,7 +169,7 @@ final class RequestReadClock {
         }
 
         func channelInactive(context: ChannelHandlerContext) {
-            clock.stop()
+            clock.cancel()
             context.fireChannelInactive()
         }
     }
@@ -187,6 +187,54 @@ final class RequestReadClock {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             if case .end = unwrapInboundIn(data) { clock.stop() }
             context.fireChannelRead(data)
+        }
+    }
+}
+
+/// Closes a connection when a deadline passes: the request read clock's,
+/// the raw ingress's idle timeout. Arming and disarming it, once or twice
+/// for every request, only sets a deadline; one task on the event loop at
+/// a time looks at it when it is due and schedules itself again for a
+/// deadline that moved, so a busy connection costs no timer per request.
+final class ConnectionTimer {
+    private let timeout: TimeAmount
+    private var deadline: NIODeadline?
+    private var task: Scheduled<Void>?
+
+    init(timeout: Duration) {
+        self.timeout = TimeAmount(timeout)
+    }
+
+    var isArmed: Bool { deadline != nil }
+
+    /// Closes the connection `timeout` from now, unless disarmed or armed again before.
+    func arm(_ context: ChannelHandlerContext) {
+        let due = NIODeadline.now() + timeout
+        deadline = due
+        if task == nil { schedule(at: due, channel: context.channel, loop: context.eventLoop) }
+    }
+
+    func disarm() {
+        deadline = nil
+    }
+
+    /// Disarms it and drops its task: the connection has ended.
+    func cancel() {
+        deadline = nil
+        task?.cancel()
+        task = nil
+    }
+
+    private func schedule(at due: NIODeadline, channel: any Channel, loop: any EventLoop) {
+        task = loop.assumeIsolated().scheduleTask(deadline: due) { [self] in
+            task = nil
+            guard let deadline else { return }
+            if deadline <= .now() {
+                self.deadline = nil
+                channel.close(promise: nil)
+            } else {
+                schedule(at: deadline, channel: channel, loop: loop)
+            }
         }
     }
 }

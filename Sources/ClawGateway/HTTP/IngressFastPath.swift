@@ -38,14 +38,40 @@ struct GatewayHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
             let clock = RequestReadClock(timeout: readTimeout)
             let pipeline = channel.pipeline.syncOperations
             try pipeline.addHandler(RequestReadClock.Start(clock))
-            try pipeline.configureHTTPServerPipeline(
-                withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false,
-                withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
-            try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-            try pipeline.addHandler(RequestReadClock.Stop(clock))
-            try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
-            if let ingress { try pipeline.addHandler(IngressFastPath(ingress: ingress, serverName: serverName)) }
+            if let ingress {
+                // Starts on the raw path; the full pipeline goes in behind it when needed.
+                let raw = RawIngress(ingress: ingress, clock: clock, idleTimeout: idleTimeout, serverName: serverName) { context in
+                    try addHTTPHandlers(context.pipeline.syncOperations, after: context.handler, clock: clock, logger: logger)
+                }
+                try pipeline.addHandler(raw)
+            } else {
+                try addHTTPHandlers(pipeline, after: nil, clock: clock, logger: logger)
+            }
             return try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+        }
+    }
+
+    /// NIO's HTTP/1 codec and the handlers behind it: at the end of the
+    /// pipeline, or behind the raw ingress when it hands the connection over.
+    private func addHTTPHandlers(
+        _ pipeline: ChannelPipeline.SynchronousOperations, after raw: (any ChannelHandler)?, clock: RequestReadClock, logger: Logger
+    ) throws {
+        var behind: [any ChannelHandler] = [
+            HTTP1ToHTTPServerCodec(secure: false), RequestReadClock.Stop(clock),
+            HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger),
+        ]
+        if let ingress { behind.append(IngressFastPath(ingress: ingress, serverName: serverName)) }
+        let configure = { (position: ChannelPipeline.SynchronousOperations.Position) in
+            try pipeline.configureHTTPServerPipeline(
+                position: position, withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false,
+                withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
+        }
+        if let raw {
+            try pipeline.addHandlers(behind, position: .after(raw))
+            try configure(.after(raw))
+        } else {
+            try configure(.last)
+            try pipeline.addHandlers(behind, position: .last)
         }
     }
 
@@ -197,6 +223,9 @@ final class IngressFastPath: ChannelDuplexHandler {
         for part in parts {
             if case .answering = state { held.append(part) } else { read(part, context: context) }
         }
+        // What was passed on here is handed to Hummingbird at a read's
+        // completion, which does not follow an answer sent after a write.
+        if !parts.isEmpty { context.fireChannelReadComplete() }
     }
 }
 
