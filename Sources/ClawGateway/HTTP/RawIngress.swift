@@ -23,11 +23,14 @@ import NIOCore
 /// written before the switch, so answers keep the requests' order.
 ///
 /// While on this path it keeps the full pipeline's guards itself: the
-/// request read deadline (``RequestReadClock``), the idle timeout, and
-/// closing at graceful shutdown once nothing is in progress.
-final class RawIngress: ChannelInboundHandler, RemovableChannelHandler {
+/// request read deadline (``RequestReadClock``), the idle timeout, closing
+/// at graceful shutdown once nothing is in progress, and backpressure: while
+/// an answer waits for the disk, at most ``maxAhead`` bytes are read ahead.
+final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     /// An ingress path as bytes, for comparing without making a string.
     private struct Target {
@@ -45,6 +48,9 @@ final class RawIngress: ChannelInboundHandler, RemovableChannelHandler {
 
     /// The longest head taken here; a longer one goes to NIO's decoder and its limits.
     static let maxHead = 8 * 1024
+    /// What a client may send ahead while an answer waits for the disk;
+    /// past it the connection is not read until the answer is sent.
+    static let maxAhead = 256 * 1024
     private static let maxFields = 100
 
     private let ingress: Ingress
@@ -61,6 +67,8 @@ final class RawIngress: ChannelInboundHandler, RemovableChannelHandler {
     private var answering = false
     private var closeWhenIdle = false
     private var unflushed = false
+    /// A read held back while too much waits behind an answer.
+    private var readHeld = false
 
     init(
         ingress: Ingress, clock: RequestReadClock, idleTimeout: Duration, serverName: String,
@@ -110,6 +118,14 @@ final class RawIngress: ChannelInboundHandler, RemovableChannelHandler {
             pending!.writeBuffer(&bytes)
         }
         if !answering { readRequests(context: context) }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if !passing, answering, (pending?.readableBytes ?? 0) > Self.maxAhead {
+            readHeld = true
+            return
+        }
+        context.read()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -297,6 +313,10 @@ final class RawIngress: ChannelInboundHandler, RemovableChannelHandler {
                 handler.answering = false
                 handler.write(answer(durable), path: path, context: context)
                 handler.readRequests(context: context)
+                if handler.readHeld, handler.passing || !handler.answering {
+                    handler.readHeld = false
+                    context.read()
+                }
             }
         }
     }

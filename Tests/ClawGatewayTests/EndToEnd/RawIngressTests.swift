@@ -127,6 +127,25 @@ extension HeavySuites {
             }
         }
 
+        @Test func aFloodPipelinedBehindAnAnswerThatWaitsForTheDiskIsAllAnsweredInOrder() async throws {
+            try await E2ESite.with(simulate: false) { site in
+                try await site.waitReady()
+                let socket = try RawSocket(port: site.site.httpPort)
+                // A join (answered once durable), then 1,000 moves: over RawIngress.maxAhead,
+                // so the connection is read again only after the join's answer.
+                var flood = Fast.notification(from: "ann", #"{"command":6}"#)
+                for serial in 1...1000 {
+                    flood += Fast.notification(from: "ann", #"{"command":1,"data":"left","serial":\#(serial)}"#)
+                }
+                #expect(flood.utf8.count > RawIngress.maxAhead)
+                socket.send(flood)
+                let responses = socket.readResponses(1001, timeout: .seconds(30))
+                #expect(responses.count == 1001)
+                #expect(Self.queued(responses.first, position: 1))
+                #expect(responses.dropFirst().allSatisfy { Fast.body($0).contains(#""code":"#) }, "every move answered with its refusal")
+            }
+        }
+
         @Test func sigtermClosesAnIdleKeepAliveConnectionAndExits() async throws {
             let site = try await E2ESite(simulate: false)
             try await site.waitReady()
