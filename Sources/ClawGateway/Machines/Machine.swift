@@ -312,7 +312,9 @@ final class Machine: Sendable {
         while true {
             let work: MachineOutbox.Work? = guarded.withLock { guarded in
                 guard !guarded.stopped, !guarded.outbox.draining else { return nil }
-                let work = guarded.outbox.takeReady(isDurable: writer.isDurable)
+                let work = guarded.outbox.takeReady(
+                    isDurable: writer.isDurable, awaitingCoin: guarded.game.sessionAwaitingCoinAck,
+                    current: guarded.game.phase.turn?.session)
                 guard !work.isEmpty else { return nil }
                 guarded.outbox.draining = true
                 return work
@@ -332,6 +334,7 @@ final class Machine: Sendable {
         // Coins that could not be published, and their games: nothing more of those goes out.
         var lostCoins: [Int64] = []
         var lostSessions: Set<String> = []
+        for _ in 0..<work.dropped { metrics.commandsLost.increment() }
         for (message, camera) in work.commands where !halted.load(ordering: .acquiring) {
             let topic = camera ? topics.camera : topics.control
             if !lostSessions.isEmpty, let session = message.session, lostSessions.contains(session) {

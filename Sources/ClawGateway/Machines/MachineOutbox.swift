@@ -18,6 +18,13 @@ import Protocol
 /// the PC never gets a move before its coin. Without a coin waiting,
 /// commands go out at once.
 ///
+/// Once the coin is out, the game's other commands wait for its ack: the
+/// ack is the PC's word that it started that game. A coin lost on its way
+/// (the PC's process or the broker gone at that moment) would otherwise
+/// let the player's moves reach a PC that is still in the previous game.
+/// When the ack comes they go out in order; when the game ends without it
+/// they are dropped, and counted as lost.
+///
 /// Nothing outside the machine drains it: the machine itself after a
 /// transition, and whoever learns from the storage writer's reports that a
 /// ticket is durable (the arcade, or a request waiting for its answer).
@@ -26,8 +33,10 @@ struct MachineOutbox {
     struct Work {
         var commands: [(WireMessage, camera: Bool)] = []
         var tells: [MachineEffect] = []
+        /// Commands dropped: their game ended before the PC acked its coin.
+        var dropped = 0
 
-        var isEmpty: Bool { commands.isEmpty && tells.isEmpty }
+        var isEmpty: Bool { commands.isEmpty && tells.isEmpty && dropped == 0 }
     }
 
     private struct Batch {
@@ -41,6 +50,8 @@ struct MachineOutbox {
     /// Batches in `tells` that carry commands: while there is one, every
     /// command waits in the gated lane too.
     private var gatedCommandBatches = 0
+    /// The game whose commands wait for its coin's ack, at the front of `commands`.
+    private var heldFor: String?
     /// Set while a thread carries out taken work.
     var draining = false
 
@@ -58,11 +69,14 @@ struct MachineOutbox {
         commands.removeAll()
         tells.removeAll()
         gatedCommandBatches = 0
+        heldFor = nil
     }
 
     /// Forgets the commands of `session` that wait behind a coin: their
     /// game ended before they could go out.
     mutating func discardWaitingCommands(session: String) {
+        commands.removeAll { $0.0.session == session }
+        if heldFor == session { heldFor = nil }
         for index in tells.indices where !tells[index].commands.isEmpty {
             tells[index].commands.removeAll { $0.0.session == session }
             if tells[index].commands.isEmpty { gatedCommandBatches -= 1 }
@@ -92,8 +106,11 @@ struct MachineOutbox {
     }
 
     /// Takes the commands that wait for nothing, then the batches, commands
-    /// and telling effects, up to the first whose writes are not durable yet.
-    mutating func takeReady(isDurable: (StorageWriter.Ticket) -> Bool) -> Work {
+    /// and telling effects, up to the first whose writes are not durable yet;
+    /// the commands of `awaitingCoin` (other than its coin) and all after
+    /// them stay, and those of a game that ended while they waited
+    /// (`current` is another) are dropped.
+    mutating func takeReady(isDurable: (StorageWriter.Ticket) -> Bool, awaitingCoin: String?, current: String?) -> Work {
         var work = Work()
         swap(&work.commands, &commands)
         while let first = tells.first, first.ticket.map(isDurable) ?? true {
@@ -102,10 +119,24 @@ struct MachineOutbox {
             work.commands += batch.commands
             work.tells += batch.effects
         }
+        if let held = heldFor, held != awaitingCoin {
+            // The coin was acked, and the game goes on; or it ended without the ack.
+            heldFor = nil
+            if held != current {
+                let before = work.commands.count
+                work.commands.removeAll { $0.0.session == held }
+                work.dropped = before - work.commands.count
+            }
+        }
+        if let awaitingCoin, let index = work.commands.firstIndex(where: { $0.0.session == awaitingCoin && $0.0.code != .addCoins }) {
+            heldFor = awaitingCoin
+            commands = Array(work.commands[index...])
+            work.commands.removeSubrange(index...)
+        }
         return work
     }
 
     func hasReady(isDurable: (StorageWriter.Ticket) -> Bool) -> Bool {
-        !commands.isEmpty || tells.first.map { $0.ticket.map(isDurable) ?? true } ?? false
+        (!commands.isEmpty && heldFor == nil) || tells.first.map { $0.ticket.map(isDurable) ?? true } ?? false
     }
 }

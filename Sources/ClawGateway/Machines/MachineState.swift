@@ -72,6 +72,13 @@ struct MachineState: Sendable {
         }
     }
 
+    /// The game whose coin (1001) went out and is not acked yet: until the
+    /// PC acks it, that game's other commands wait in the outbox.
+    var sessionAwaitingCoinAck: String? {
+        guard let session = phase.turn?.session, acks.coin(for: session) != nil else { return nil }
+        return session
+    }
+
     /// What the PC last said on its retained `state` topic.
     enum Link: Sendable, Equatable {
         case offline

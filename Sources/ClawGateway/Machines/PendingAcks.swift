@@ -20,6 +20,8 @@ struct PendingAck: Sendable, Equatable {
 struct PendingAcks: Sendable {
     private var bySerial: [Int64: PendingAck] = [:]
     private var floor: Int64
+    /// Coins (1001) among them: most of the time none, and ``coin(for:)`` looks no further.
+    private var coins = 0
 
     init(floor: Int64) {
         self.floor = floor
@@ -29,17 +31,21 @@ struct PendingAcks: Sendable {
     var count: Int { bySerial.count }
 
     mutating func insert(_ ack: PendingAck, serial: Int64) {
-        bySerial[serial] = ack
+        if let replaced = bySerial.updateValue(ack, forKey: serial), replaced.command == .addCoins { coins -= 1 }
+        if ack.command == .addCoins { coins += 1 }
         floor = min(floor, serial)
     }
 
     mutating func remove(_ serial: Int64) -> PendingAck? {
-        bySerial.removeValue(forKey: serial)
+        let removed = bySerial.removeValue(forKey: serial)
+        if removed?.command == .addCoins { coins -= 1 }
+        return removed
     }
 
     /// The serial of the pending coin (1001) for `session`, if its ack has not come.
     func coin(for session: String) -> Int64? {
-        bySerial.first { $0.value.command == .addCoins && $0.value.session == session }?.key
+        guard coins > 0 else { return nil }
+        return bySerial.first { $0.value.command == .addCoins && $0.value.session == session }?.key
     }
 
     /// The oldest pending ack.
@@ -58,5 +64,6 @@ struct PendingAcks: Sendable {
 
     mutating func removeAll() {
         bySerial.removeAll()
+        coins = 0
     }
 }

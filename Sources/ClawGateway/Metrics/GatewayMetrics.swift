@@ -38,7 +38,7 @@ enum GatewayMetrics {
             family("ack_latency", "seconds", "Time from a message to the machine to its ack.")
         }
         static var commandsLost: MetricNameDescriptor {
-            family("commands_lost", "total", "Commands decided but not published because the broker went away in between.")
+            family("commands_lost", "total", "Commands decided but not published: the broker went away in between, or their game ended before the PC acked its coin.")
         }
         static var refusalsHeldBack: MetricNameDescriptor {
             family("refusals_held_back", "total", "Refusals not sent because the player had one of the same code within the last second.")

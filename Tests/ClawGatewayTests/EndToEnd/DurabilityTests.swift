@@ -36,6 +36,7 @@ extension HeavySuites {
                 let alice = try await site.generic(from: "alice", #"{"command":6}"#).json["session"] as? String ?? ""
                 try await site.generic(from: "bob", #"{"command":6}"#)
                 try await site.generic(from: "alice", #"{"command":12,"data":"\#(alice)"}"#)
+                try await pc.ackCoin(session: alice)
                 try await site.generic(from: "alice", #"{"command":2,"serial":1}"#)
                 let grab = try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":2,"#) }
                 #expect(grab.contains(#""session":"\#(alice)""#), "the PC learns the game's session")

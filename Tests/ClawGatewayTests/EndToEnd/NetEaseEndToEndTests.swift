@@ -58,6 +58,7 @@ extension HeavySuites {
                 try await site.copy(from: "bob", #"{"command":6}"#)
                 let bob = try await site.offeredSession(to: "bob")
                 try await site.copy(from: "bob", #"{"command":12,"data":"\#(bob)"}"#)
+                try await pc.ackCoin(session: bob)
                 try await site.copy(from: "bob", #"{"command":2,"serial":1}"#)
                 try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":2,"#) }
                 try await eventually("bob to be told no result came") { notices(to: "bob").contains { $0.data == "no_result" } }

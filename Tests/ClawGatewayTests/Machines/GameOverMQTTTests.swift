@@ -33,7 +33,10 @@ extension HeavySuites {
             }
             #expect(await notify("bob", #"{"command":6}"#) == .queued(position: 1, length: 1))
             #expect(await notify("alice", #"{"command":12,"data":"\#(session)"}"#) == .accepted(session: session))
-            try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":1001,"data":"1""#) }
+            let coin = try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":1001,"data":"1""#) }
+            // The PC acks the coin: the game's moves go out only after that.
+            let coinSerial = try #require(coin.firstMatch(of: /"serial":(\d+)/)?.1)
+            try pc.client.publish("claw/m1/ack", payload: Array(#"{"command":5,"serial":\#(coinSerial)}"#.utf8), qos: .atMostOnce)
             guard case .forwarded(let serial) = await notify("alice", #"{"command":1,"data":"left","serial":7}"#) else {
                 Issue.record("move not forwarded")
                 return

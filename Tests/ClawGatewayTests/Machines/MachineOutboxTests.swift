@@ -4,6 +4,13 @@ import Testing
 
 @testable import ClawGateway
 
+extension MachineOutbox {
+    /// With no coin awaiting its ack.
+    fileprivate mutating func takeReady(isDurable: (StorageWriter.Ticket) -> Bool) -> Work {
+        takeReady(isDurable: isDurable, awaitingCoin: nil, current: nil)
+    }
+}
+
 /// The outbox's two lanes, with tickets of a writer that is never started:
 /// which is durable is what each test says.
 @Suite struct MachineOutboxTests {
@@ -69,5 +76,35 @@ import Testing
         #expect(serials(outbox.takeReady { _ in true }) == [3])
         outbox.append([command(.move, 4, session: "s2")], ticket: nil)
         #expect(serials(outbox.takeReady { _ in false }) == [4], "no coin waits: moves go out at once again")
+    }
+
+    @Test func theGamesCommandsWaitForItsCoinsAckThenGoOutInOrder() {
+        var outbox = MachineOutbox()
+        outbox.append([command(.addCoins, 1)], ticket: ticket())
+        outbox.append([command(.move, 2)], ticket: nil)
+        outbox.append([command(.grab, 3)], ticket: nil)
+        #expect(serials(outbox.takeReady(isDurable: { _ in true }, awaitingCoin: "s1", current: "s1")) == [1], "the coin alone")
+        #expect(!outbox.hasReady { _ in true })
+        outbox.append([command(.move, 4)], ticket: nil)
+        #expect(outbox.takeReady(isDurable: { _ in true }, awaitingCoin: "s1", current: "s1").isEmpty, "still no ack")
+        let acked = outbox.takeReady(isDurable: { _ in true }, awaitingCoin: nil, current: "s1")
+        #expect(serials(acked) == [2, 3, 4])
+        #expect(acked.dropped == 0)
+        outbox.append([command(.move, 5)], ticket: nil)
+        #expect(serials(outbox.takeReady(isDurable: { _ in true }, awaitingCoin: nil, current: "s1")) == [5], "at once again")
+    }
+
+    @Test func theCommandsOfAGameThatEndedWithoutItsCoinsAckAreDroppedAndCounted() {
+        var outbox = MachineOutbox()
+        outbox.append([command(.addCoins, 1)], ticket: ticket())
+        outbox.append([command(.move, 2)], ticket: nil)
+        #expect(serials(outbox.takeReady(isDurable: { _ in true }, awaitingCoin: "s1", current: "s1")) == [1])
+        outbox.append([command(.grab, 3)], ticket: nil)
+        // The ack timeout ended the game; the next one is offered.
+        let ended = outbox.takeReady(isDurable: { _ in true }, awaitingCoin: nil, current: "s2")
+        #expect(ended.commands.isEmpty)
+        #expect(ended.dropped == 2)
+        outbox.append([command(.move, 4, session: "s2")], ticket: nil)
+        #expect(serials(outbox.takeReady(isDurable: { _ in true }, awaitingCoin: nil, current: "s2")) == [4])
     }
 }

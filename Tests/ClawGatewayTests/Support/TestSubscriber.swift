@@ -46,6 +46,20 @@ final class TestSubscriber: Sendable {
         return found ?? ""
     }
 
+    /// Plays the PC's part at the start of a game: waits for the coin (1001)
+    /// of `session` on `claw/<machine>/control` and acks it, without which the
+    /// game's other commands never go out (docs/PROTOCOL.md, "The coin's ack").
+    func ackCoin(machine: String = "m1", session: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let coin = try await waitFor("claw/\(machine)/control", sourceLocation: sourceLocation) {
+            $0.hasPrefix(#"{"command":1001,"#) && $0.contains(#""session":"\#(session)""#)
+        }
+        guard let serial = coin.firstMatch(of: /"serial":(\d+)/)?.1 else {
+            Issue.record("a coin without a serial: \(coin)", sourceLocation: sourceLocation)
+            return
+        }
+        try client.publish("claw/\(machine)/ack", payload: Array(#"{"command":5,"serial":\#(serial)}"#.utf8))
+    }
+
     func clear() {
         received.removeAll()
     }
