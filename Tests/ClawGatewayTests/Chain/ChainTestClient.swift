@@ -44,9 +44,11 @@ final class ChainTestClient: Sendable {
 
     /// Subscribes and waits for the SUBACK; returns it.
     @discardableResult
-    func subscribe(_ topics: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> MQTTSubscribeAck {
+    func subscribe(
+        _ topics: [String], qos: MQTTQoS = .atLeastOnce, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> MQTTSubscribeAck {
         let before = acks.items.count
-        client.subscribe(topics, qos: .atLeastOnce)
+        client.subscribe(topics, qos: qos)
         let acks = acks
         try await eventually("a SUBACK for \(topics)", timeout: .seconds(20), sourceLocation: sourceLocation) {
             acks.items.count > before
