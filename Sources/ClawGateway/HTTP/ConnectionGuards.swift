@@ -52,7 +52,7 @@ final class ConnectionLimit: Sendable {
         self.maximum = maximum
         self.perClient = perClient
         self.logger = logger
-        _ = ConnectionRefusals.all  // at 0 from the first scrape
+        _ = (ConnectionRefusals.all, UnreadAnswersMetric.stalled)  // at 0 from the first scrape
     }
 
     /// Counts a new connection from `client`; false (and not counted) when it is one too many.
@@ -191,6 +191,49 @@ final class RequestReadClock {
     }
 }
 
+/// A client that does not read its answers is not read from either, and not
+/// for long (SPEC §5): the channel's write buffer water mark
+/// (``GatewayHTTP1Channel/writeBufferWaterMark``) makes the connection
+/// unwritable while its unsent answers are over 256 KiB, the raw ingress and
+/// Hummingbird's async channel stop reading then, and this handler closes a
+/// connection that stays unwritable for `http.read_timeout`.
+final class UnreadAnswers: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    private let timer: ConnectionTimer
+
+    init(timeout: Duration) {
+        timer = ConnectionTimer(timeout: timeout)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            timer.disarm()
+        } else {
+            UnreadAnswersMetric.stalled.increment()
+            timer.arm(context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer.cancel()
+        context.fireChannelInactive()
+    }
+}
+
+/// `claw_http_unread_answers_total`: times a connection's unsent answers went over the water mark.
+enum UnreadAnswersMetric {
+    static let stalled = GatewayMetrics.registry.makeCounter(
+        descriptor: MetricNameDescriptor(
+            namespace: "claw", metricName: "http_unread_answers", unitName: "total",
+            helpText: "Times an HTTP connection's unsent answers went over 256 KiB (the client does not read them): it is not read from until they go out, and closed after http.read_timeout."))
+}
+
 /// Closes a connection when a deadline passes: the request read clock's,
 /// the raw ingress's idle timeout. Arming and disarming it, once or twice
 /// for every request, only sets a deadline; one task on the event loop at
@@ -208,7 +251,9 @@ final class ConnectionTimer {
     var isArmed: Bool { deadline != nil }
 
     /// Closes the connection `timeout` from now, unless disarmed or armed again before.
+    /// A closed connection arms nothing: its task would hold the channel until it fired.
     func arm(_ context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
         let due = NIODeadline.now() + timeout
         deadline = due
         if task == nil { schedule(at: due, channel: context.channel, loop: context.eventLoop) }

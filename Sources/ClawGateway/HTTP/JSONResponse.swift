@@ -45,7 +45,10 @@ struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let refusal as Refusal {
             response = JSONResponse.error(refusal)
         } catch let error as any HTTPResponseError {
-            response = JSONResponse.error(Self.refusal(for: error.status))
+            var refused = JSONResponse.error(Self.refusal(for: error.status))
+            // The rest of a body over the limit is not read: the connection ends with this answer.
+            if error.status == .contentTooLarge { refused.headers[.connection] = "close" }
+            response = refused
         } catch {
             response = JSONResponse.error(.failed)
         }

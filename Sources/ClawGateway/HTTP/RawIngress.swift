@@ -25,7 +25,16 @@ import NIOCore
 /// While on this path it keeps the full pipeline's guards itself: the
 /// request read deadline (``RequestReadClock``), the idle timeout, closing
 /// at graceful shutdown once nothing is in progress, and backpressure: while
-/// an answer waits for the disk, at most ``maxAhead`` bytes are read ahead.
+/// an answer waits for the disk, at most ``maxAhead`` bytes are read ahead,
+/// and while the connection's unsent answers are over the channel's high
+/// water mark (``GatewayHTTP1Channel/writeBufferWaterMark``: the client does
+/// not read them) nothing more is read or parsed.
+/// (``UnreadAnswers`` closes one that stays so.)
+///
+/// It answers every request it read before it lets a half-closed connection
+/// (the client shut its sending side after its last request, as `nc -N`
+/// does) close: the end of the input waits behind the answers that wait for
+/// the disk, and behind their bytes reaching the socket.
 final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -67,8 +76,10 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     private var answering = false
     private var closeWhenIdle = false
     private var unflushed = false
-    /// A read held back while too much waits behind an answer.
+    /// A read held back while too much waits behind an answer, or the client does not read.
     private var readHeld = false
+    /// The client shut its sending side; the event is passed on once every request read is answered.
+    private var inputClosed = false
 
     init(
         ingress: Ingress, clock: RequestReadClock, idleTimeout: Duration, serverName: String,
@@ -105,6 +116,14 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelInactive()
     }
 
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, !passing, !answering {
+            readRequests(context: context)
+            resumeRead(context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !passing else {
             context.fireChannelRead(data)
@@ -121,10 +140,17 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        if !passing, answering, (pending?.readableBytes ?? 0) > Self.maxAhead {
+        if !passing, !context.channel.isWritable || (answering && (pending?.readableBytes ?? 0) > Self.maxAhead) {
             readHeld = true
             return
         }
+        context.read()
+    }
+
+    /// Reads again after ``read(context:)`` held a read back, once nothing holds it.
+    private func resumeRead(_ context: ChannelHandlerContext) {
+        guard readHeld, passing || (!answering && context.channel.isWritable) else { return }
+        readHeld = false
         context.read()
     }
 
@@ -134,21 +160,32 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
             if !answering, (pending?.readableBytes ?? 0) == 0 { context.close(promise: nil) }
             return
         }
+        if !passing, let event = event as? ChannelEvent, event == .inputClosed {
+            inputClosed = true
+            if !answering { readRequests(context: context) }
+            return
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
     // MARK: Reading
 
     /// Answers every whole request in `pending`, in order, until one waits
-    /// for a write or one is not for this path.
+    /// for a write, one is not for this path, or the client stops reading
+    /// its answers.
     private func readRequests(context: ChannelHandlerContext) {
-        while !answering, !passing, var buffer = pending, buffer.readableBytes > 0 {
+        while !answering, !passing, context.channel.isWritable, var buffer = pending, buffer.readableBytes > 0 {
             let parsed = buffer.withUnsafeReadableBytes { parse(UnsafeRawBufferPointer($0)) }
             switch parsed {
             case .incomplete:
                 guard buffer.readableBytes <= Self.maxHead + JSONResponse.maxBody else {
                     pass(context: context)
                     return
+                }
+                guard !inputClosed else {
+                    // The rest can never come: what came whole is answered, then the connection ends.
+                    pending = nil
+                    break
                 }
                 // A partial request: the read deadline runs until the rest comes.
                 clock.start(context)
@@ -168,13 +205,30 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
         }
         guard !passing, !answering else { return }
         flush(context)
+        guard context.channel.isWritable else { return }
         if (pending?.readableBytes ?? 0) == 0 {
             pending = nil
-            if closeWhenIdle {
+            if inputClosed {
+                endInput(context)
+            } else if closeWhenIdle {
                 context.close(promise: nil)
             } else {
                 idle.arm(context)
             }
+        }
+    }
+
+    /// Every request of a half-closed connection is answered: once the
+    /// answers are on the socket, the end of the input goes on (and the
+    /// channel at the end of the pipeline closes the connection).
+    private func endInput(_ context: ChannelHandlerContext) {
+        idle.cancel()
+        clock.stop()
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(NIOAny(context.channel.allocator.buffer(capacity: 0)), promise: written)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { _ in
+            bound.value.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
         }
     }
 
@@ -199,6 +253,8 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
         }
         pending = nil
         if closeWhenIdle { context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+        if inputClosed { context.fireUserInboundEventTriggered(ChannelEvent.inputClosed) }
+        resumeRead(context)
     }
 
     /// One request at the start of `bytes`: the ingress it is for, the
@@ -312,11 +368,10 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
                 let (handler, context) = bound.value
                 handler.answering = false
                 handler.write(answer(durable), path: path, context: context)
+                // A connection closed meanwhile keeps no timer or read going.
+                guard context.channel.isActive else { return }
                 handler.readRequests(context: context)
-                if handler.readHeld, handler.passing || !handler.answering {
-                    handler.readHeld = false
-                    context.read()
-                }
+                handler.resumeRead(context)
             }
         }
     }

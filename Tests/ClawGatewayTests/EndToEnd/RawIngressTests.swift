@@ -146,6 +146,64 @@ extension HeavySuites {
             }
         }
 
+        /// SPEC §5: a client that does not read its answers is not read from
+        /// either, and is closed once stuck past `http.read_timeout`.
+        @Test func aClientThatNeverReadsItsAnswersIsNotReadFromAndIsClosed() async throws {
+            try await E2ESite.with(simulate: false, http: "read_timeout: 2s") { site in
+                try await site.waitReady()
+                let gateway = try #require(site.gateway)
+                let before = try #require(gateway.residentBytes)
+                let socket = try RawSocket(port: site.site.httpPort)
+                // 54 bytes asking for a 4xx of about 260, again and again, never reading.
+                let request = Array("POST /v1/notifications HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\n\r\n".utf8)
+                let sent = socket.flood(request, for: .seconds(4))
+                let after = try #require(gateway.residentBytes)
+                // What the kernel buffers on loopback is a few MB; the gateway holds at most 256 KiB of answers.
+                #expect(after - before < 32 << 20, "the gateway grew by \((after - before) >> 20) MiB while \(sent >> 10) KiB were sent")
+                try await eventually("the connection to be closed", timeout: .seconds(10)) { !socket.isEstablished }
+                let metrics = try await HTTP.get("\(site.base)/metrics").body
+                #expect((try PrometheusText(metrics).samples["claw_http_unread_answers_total"] ?? 0) >= 1)
+            }
+        }
+
+        /// SPEC §5: every request read is answered, also when the client shut
+        /// its sending side after the last one (`nc -N`), with answers that
+        /// wait for the disk and requests behind them.
+        @Test func aHalfClosedConnectionGetsAnAnswerToEveryRequest() async throws {
+            try await E2ESite.with(simulate: false) { site in
+                try await site.waitReady()
+                let socket = try RawSocket(port: site.site.httpPort)
+                socket.send(
+                    Fast.notification(from: "ann", #"{"command":6}"#) + Fast.notification(from: "ben", #"{"command":6}"#)
+                        + Fast.notification(from: "eve", #"{"command":1,"data":"left","serial":1}"#)
+                        + Fast.notification(from: "cid", #"{"command":6}"#))
+                socket.shutdownWrite()
+                let responses = socket.readResponses(4, timeout: .seconds(10))
+                try #require(responses.count == 4, "answers: \(responses)")
+                #expect(Self.queued(responses[0], position: 1))
+                #expect(Self.queued(responses[1], position: 2))
+                #expect(Fast.body(responses[2]).contains(#""result":"rejected""#), "the move of a player not playing: refused")
+                #expect(Self.queued(responses[3], position: 3))
+                #expect(socket.isClosed(within: .seconds(5)))
+            }
+        }
+
+        @Test func aHalfClosedConnectionOnTheFullPipelineGetsAnAnswerToEveryRequest() async throws {
+            try await E2ESite.with(simulate: false) { site in
+                try await site.waitReady()
+                let socket = try RawSocket(port: site.site.httpPort)
+                socket.send(
+                    "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n" + Fast.notification(from: "ann", #"{"command":6}"#)
+                        + Fast.notification(from: "ben", #"{"command":6}"#))
+                socket.shutdownWrite()
+                let responses = socket.readResponses(3, timeout: .seconds(10))
+                try #require(responses.count == 3, "answers: \(responses)")
+                #expect(Self.queued(responses[1], position: 1))
+                #expect(Self.queued(responses[2], position: 2))
+                #expect(socket.isClosed(within: .seconds(5)))
+            }
+        }
+
         @Test func sigtermClosesAnIdleKeepAliveConnectionAndExits() async throws {
             let site = try await E2ESite(simulate: false)
             try await site.waitReady()

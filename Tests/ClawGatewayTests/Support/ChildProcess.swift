@@ -48,6 +48,15 @@ final class ChildProcess {
         return exitStatus == nil
     }
 
+    /// The process's resident memory (VmRSS), in bytes; nil once it is gone.
+    var residentBytes: Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { return nil }
+        return kilobytes * 1024
+    }
+
     func signal(_ number: Int32) {
         guard exitStatus == nil else { return }
         kill(pid, number)

@@ -84,6 +84,59 @@ final class RawSocket {
         }
     }
 
+    /// Sends `bytes` again and again for `duration` without ever blocking or
+    /// reading, as a client that pipelines and never reads its answers;
+    /// returns how many bytes the kernel took.
+    func flood(_ bytes: [UInt8], for duration: Duration) -> Int {
+        let clock = ContinuousClock()
+        let deadline = clock.now + duration
+        var total = 0, offset = 0
+        while clock.now < deadline {
+            let sent = bytes.withUnsafeBytes { buffer in
+                Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if sent > 0 {
+                total += sent
+                offset = (offset + sent) % bytes.count
+            } else if sent < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                usleep(1000)
+            } else {
+                break
+            }
+        }
+        return total
+    }
+
+    /// Shuts the sending side (a FIN), as `nc -N` does after its input: the
+    /// connection stays open for the answers.
+    func shutdownWrite() {
+        shutdown(fd, Int32(SHUT_WR))
+    }
+
+    /// Whether the connection is still established in the kernel's eyes,
+    /// without reading: a peer's FIN or RST shows here even while answers
+    /// sit unread in this socket's buffer.
+    var isEstablished: Bool {
+        var info = tcp_info()
+        var length = socklen_t(MemoryLayout<tcp_info>.size)
+        guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return false }
+        return info.tcpi_state == UInt8(TCP_ESTABLISHED)
+    }
+
+    /// Reads and throws away everything until the peer closes, for at most
+    /// `timeout`; true when it closed.
+    func drainUntilClosed(timeout: Duration) -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while clock.now < deadline {
+            setReceiveTimeout(min(deadline - clock.now, .milliseconds(200)))
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count == 0 || (count < 0 && errno == ECONNRESET) { return true }
+        }
+        return false
+    }
+
     /// Reads until the peer closes or `timeout` passes; returns what came.
     func read(timeout: Duration) -> String {
         var timeval = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
