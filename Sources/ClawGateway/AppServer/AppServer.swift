@@ -13,18 +13,15 @@ final class AppServer: Sendable {
     let onlineCounts: OnlineCounts
     let mirror: ChatroomMirror
     let machines: [MachineConfig]
-    private let wallNow: @Sendable () -> Date
 
     init(
-        settings: AppServerSettings, machines: [MachineConfig], tourists: Tourists, onlineCounts: OnlineCounts, mirror: ChatroomMirror,
-        wallNow: @escaping @Sendable () -> Date
+        settings: AppServerSettings, machines: [MachineConfig], tourists: Tourists, onlineCounts: OnlineCounts, mirror: ChatroomMirror
     ) {
         self.settings = settings
         self.machines = machines
         self.tourists = tourists
         self.onlineCounts = onlineCounts
         self.mirror = mirror
-        self.wallNow = wallNow
     }
 
     /// The app server of `config`, or nil when it has no `app_server:`.
@@ -33,14 +30,14 @@ final class AppServer: Sendable {
         let api = NetEaseServerAPI(settings: netease, client: client, timeout: netease.replyTimeout)
         return AppServer(
             settings: settings, machines: config.machines,
-            tourists: Tourists(store: store, accounts: api, ttl: settings.touristTTL, wallNow: clock.wallNow, logger: logger),
+            tourists: Tourists(
+                store: store, accounts: api, ttl: settings.touristTTL, sessions: settings.sessions, clock: clock, logger: logger),
             onlineCounts: OnlineCounts(rooms: config.machines.compactMap(\.chatroomID), api: api, clock: clock, logger: logger),
-            mirror: ChatroomMirror(config: config, api: api, clock: clock, logger: logger),
-            wallNow: clock.wallNow)
+            mirror: ChatroomMirror(config: config, api: api, clock: clock, logger: logger))
     }
 
     /// What runs beside the routes.
-    var services: [any Service] { [onlineCounts, mirror] }
+    var services: [any Service] { [onlineCounts, mirror, tourists] }
 
     /// Starts the mirror from the machines' state once the arcade exists.
     func attach(_ arcade: Arcade) {
@@ -55,11 +52,6 @@ final class AppServer: Sendable {
             RoomInfo(machine, snapshot(index), onlineUserCount: onlineCounts.count(room: machine.chatroomID ?? 0))
         }
         return RoomList(total: all.count, list: Array(page))
-    }
-
-    /// Whether `sid` names a tourist that is still valid.
-    func isValid(sid: String) async -> Bool {
-        await tourists.valid(sid, at: wallNow()) != nil
     }
 }
 

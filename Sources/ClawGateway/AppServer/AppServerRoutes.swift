@@ -21,36 +21,48 @@ struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
                 await tourist(form, client: context.client)
             }
         }
-        router.post(RouterPath(prefix + "/room/list")) { request, _ in
+        router.post(RouterPath(prefix + "/room/list")) { request, context in
             await answer(request) { form in
-                await roomList(form)
+                await roomList(form, client: context.client)
             }
         }
     }
 
     private func tourist(_ form: [String: String], client: ClientAddress?) async -> Response {
         switch await appServer.tourists.login(sid: form["sid"], client: client) {
-        case .returning(let tourist), .created(let tourist):
+        case .returning(let tourist):
             return Self.ok(TouristInfo(accid: tourist.accid, nickname: tourist.nickname, imToken: tourist.token))
+        case .created(let tourist, let sid):
+            return Self.ok(TouristInfo(accid: tourist.accid, nickname: tourist.nickname, imToken: tourist.token, sid: sid))
         case .rateLimited(let seconds):
-            return Self.failure(
-                429, "Too many new tourist accounts from this address; try again in \(seconds) s, or log in again with your sid.")
+            return Self.failure(429, "Too many logins or unknown sids from this address; try again in \(seconds) s.")
         case .failed:
             return Self.failure(500, "The tourist account could not be created; try again later.")
         }
     }
 
-    private func roomList(_ form: [String: String]) async -> Response {
+    private func roomList(_ form: [String: String], client: ClientAddress?) async -> Response {
         let sid = (form["sid"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !sid.isEmpty else { return Self.failure(400, "sid is required: the accid the tourist call returned.") }
+        guard !sid.isEmpty else { return Self.failure(400, "sid is required: the one the tourist call returned.") }
         guard let limit = Self.integer(form["limit"], default: 10, in: 0...1000),
             let offset = Self.integer(form["offset"], default: 0, in: 0...1_000_000)
         else { return Self.failure(400, "limit must be a whole number from 0 to 1000 and offset one from 0 up.") }
-        guard await appServer.isValid(sid: sid) else {
-            return Self.failure(401, "sid is unknown or expired: call tourist again for an account.")
-        }
+        if let refusal = await tourist(sid: sid, client: client).refusal { return refusal }
         let machines = arcade.machines
         return Self.ok(appServer.rooms(limit: limit, offset: offset) { machines[$0].currentSnapshot() })
+    }
+
+    /// The live tourist of `sid`, or the answer that refuses it (401, or 429
+    /// once the address sent too many bad sids).
+    private func tourist(sid: String, client: ClientAddress?) async -> (tourist: TouristAccount?, refusal: Response?) {
+        switch await appServer.tourists.lookup(sid: sid, client: client) {
+        case .valid(let tourist):
+            return (tourist, nil)
+        case .invalid:
+            return (nil, Self.failure(401, "sid is unknown or expired: call tourist again for an account."))
+        case .blocked(let seconds):
+            return (nil, Self.failure(429, "Too many unknown sids from this address; try again in \(seconds) s."))
+        }
     }
 
     /// Reads the form (the query's fields, then the body's over them) and
@@ -102,4 +114,8 @@ struct TouristInfo: Encodable, Sendable {
     var accid: String
     var nickname: String
     var imToken: String
+    /// With `app_server.sessions: secret`, the secret to come back with; only
+    /// in a new account's answer (left out otherwise, as the demo's server
+    /// leaves out what has no value).
+    var sid: String? = nil
 }

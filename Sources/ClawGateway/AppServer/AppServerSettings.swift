@@ -7,8 +7,22 @@ struct AppServerSettings: Sendable, Equatable {
     var pathPrefix: String = "/dollsCatcher"
     /// How long a tourist account stays valid after its last `tourist` call.
     var touristTTL: Duration = .seconds(7 * 24 * 3600)
+    /// Who may come back as whom (SPEC §8).
+    var sessions: Sessions = .secret
 
-    static let keys = ["path_prefix", "tourist_ttl"]
+    /// What a client's `sid` is.
+    enum Sessions: String, Sendable, Equatable, CaseIterable {
+        /// A random secret of 128 bits, given once with the new account and
+        /// kept only as a hash: the default.
+        case secret
+        /// The account id, as the demo's own server has it. Account ids are
+        /// public (every chatroom member reads them in the queue), so whoever
+        /// knows one logs in as that player: for the unchanged demo clients
+        /// and free games only.
+        case accid
+    }
+
+    static let keys = ["path_prefix", "tourist_ttl", "sessions"]
 
     /// Reads the section; the API calls NetEase's server API, so `im.netease` must be set.
     static func read(_ section: ConfigReader.Section, netease: NetEaseSettings?, machines: [MachineConfig]) -> AppServerSettings? {
@@ -28,6 +42,7 @@ struct AppServerSettings: Sendable, Equatable {
         } else {
             settings.touristTTL = section.duration("tourist_ttl", default: settings.touristTTL, atLeast: .seconds(60))
         }
+        settings.sessions = section.choice("sessions", default: .secret, from: Sessions.allCases.map { ($0.rawValue, $0) })
         if netease == nil {
             section.reader.report(section.path, "needs im.netease: tourists are NetEase IM accounts and the rooms are YunXin chatrooms")
         }

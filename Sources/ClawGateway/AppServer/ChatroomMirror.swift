@@ -19,7 +19,9 @@ import Synchronization
 /// (those who joined), in order. It reads the chatroom queue back with
 /// `queueList` and repairs the difference at start and after any call
 /// failed; failed calls are counted and retried with backoff, never by a
-/// game.
+/// game. A key NetEase refuses for what it is (a 4xx code: an account
+/// NetEase takes no queue key for) is skipped and counted, once for as
+/// long as that player waits: it never holds up the players behind it.
 final class ChatroomMirror: Service, Sendable {
     /// One machine with a chatroom.
     struct Room: Sendable {
@@ -61,8 +63,14 @@ final class ChatroomMirror: Service, Sendable {
         var seq: Int64 = -1
         /// Read the chatroom queue back before the next call.
         var needsRepair = true
+        /// Keys NetEase refused to offer: left out while they wait.
+        var refused: Set<String> = []
 
-        var inStep: Bool { !needsRepair && (desired == nil || desired == believed) }
+        /// What the chatroom queue should hold: the snapshot's waiting list
+        /// without the keys NetEase refuses.
+        var wanted: [ChatroomQueueElement]? { desired.map { $0.filter { !refused.contains($0.key) } } }
+
+        var inStep: Bool { !needsRepair && (wanted == nil || wanted == believed) }
     }
 
     init(rooms: [Room], api: any ChatroomAPI, clock: GameClock, logger: Logger) {
@@ -156,10 +164,13 @@ final class ChatroomMirror: Service, Sendable {
         guard snapshot.seq >= room.seq else { return }
         room.seq = snapshot.seq
         var seen: Set<String> = []
-        room.desired = snapshot.waiting.compactMap { player in
+        let desired = snapshot.waiting.compactMap { player in
             let element = element(for: player)
             return seen.insert(element.key).inserted ? element : nil
         }
+        room.desired = desired
+        // A refused key is tried again only if its player leaves and comes back.
+        room.refused.formIntersection(desired.map(\.key))
     }
 
     /// The chatroom queue element of a waiting player.
@@ -212,13 +223,18 @@ final class ChatroomMirror: Service, Sendable {
                 AppServerMetrics.repairs.increment()
                 mirrored.needsRepair = false
             }
-            guard let desired = mirrored.desired else { return true }
-            for step in Self.plan(from: mirrored.believed, to: desired) where !Task.isCancelled {
+            guard let wanted = mirrored.wanted else { return true }
+            for step in Self.plan(from: mirrored.believed, to: wanted) where !Task.isCancelled {
                 switch step {
                 case .poll(let key):
                     call = "queuePoll"
                     do {
                         try await api.queuePoll(room: room.chatroom, key: key)
+                    } catch where error.refusesTheCall {
+                        // Not there to poll (someone else took it out): not in the queue, as wanted.
+                        logger.debug(
+                            "A chatroom queue key NetEase would not poll: taken as gone",
+                            metadata: ["chatroom.id": .stringConvertible(room.chatroom), "error": .string(error.description)])
                     } catch {
                         AppServerMetrics.pollFailed.increment()
                         throw error
@@ -229,6 +245,11 @@ final class ChatroomMirror: Service, Sendable {
                     call = "queueOffer"
                     do {
                         try await api.queueOffer(room: room.chatroom, key: element.key, value: element.value)
+                    } catch where error.refusesTheCall {
+                        skip(room, key: element.key, call: call, error)
+                        mirrored.refused.insert(element.key)
+                        // What the plan put after it still goes out, in order, on the next pass.
+                        return true
                     } catch {
                         AppServerMetrics.offerFailed.increment()
                         throw error
@@ -253,6 +274,19 @@ final class ChatroomMirror: Service, Sendable {
                 logger.warning("Chatroom queue not updated; it is read back and repaired when NetEase answers", metadata: metadata)
             }
             return false
+        }
+    }
+
+    /// A key NetEase refused: counted and logged (at most once every 10 s), never retried while its player waits.
+    private func skip(_ room: Room, key: String, call: String, _ error: NetEaseAPIError) {
+        AppServerMetrics.skipped.increment()
+        warnings.log("refused.\(call)") { heldBack in
+            var metadata: Logger.Metadata = [
+                "machine.id": .string(room.machineID), "chatroom.id": .stringConvertible(room.chatroom), "netease.call": .string(call),
+                "chatroom.key": .string(String(key.prefix(64))), "error": .string(error.description),
+            ]
+            if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
+            logger.warning("NetEase refuses a chatroom queue key: skipped, the rest of the queue goes on", metadata: metadata)
         }
     }
 

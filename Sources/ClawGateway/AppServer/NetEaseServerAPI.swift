@@ -10,6 +10,8 @@ import Protocol
 protocol NetEaseAccounts: Sendable {
     /// Creates an IM account; NetEase makes its token.
     func createUser(accid: String, name: String) async throws(NetEaseAPIError) -> NetEaseUser
+    /// Gives the account a new token (`user/refreshToken.action`): the old one stops working.
+    func refreshToken(accid: String) async throws(NetEaseAPIError)
 }
 
 /// The chatroom calls: what the room list and the queue mirror need.
@@ -48,6 +50,14 @@ enum NetEaseAPIError: Error, Sendable, Equatable, CustomStringConvertible {
         case .refused(let code, let desc): "code \(code)\(desc.isEmpty ? "" : ": \(desc)")"
         }
     }
+
+    /// NetEase understood the call and refused what it carries (a 4xx code
+    /// such as 414, a bad parameter): sending it again gets the same answer.
+    /// Its frequency control (416) and anything unreached pass.
+    var refusesTheCall: Bool {
+        guard case .refused(let code, _) = self else { return false }
+        return (400..<500).contains(code) && code != 416
+    }
 }
 
 /// The server API over HTTP.
@@ -63,6 +73,11 @@ struct NetEaseServerAPI: NetEaseAccounts, ChatroomAPI {
             throw .refused(code: 200, desc: "the answer has no info.token")
         }
         return NetEaseUser(accid: info["accid"] as? String ?? accid, name: info["name"] as? String ?? name, token: token)
+    }
+
+    func refreshToken(accid: String) async throws(NetEaseAPIError) {
+        // The new token is not kept: nobody may log in as an expired tourist.
+        _ = try await call("user/refreshToken.action", [("accid", accid)])
     }
 
     func onlineUserCount(room: Int64) async throws(NetEaseAPIError) -> Int {

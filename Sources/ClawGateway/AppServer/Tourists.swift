@@ -1,75 +1,117 @@
-import DequeModule
+import Crypto
 import Foundation
 import Logging
 import Protocol
-import Synchronization
+import ServiceLifecycle
 
-/// The demo's tourist login (SPEC §8): a valid `sid` gets its own account
-/// back, for another `app_server.tourist_ttl`; anyone else gets a new IM
-/// account made through NetEase's `user/create.action`, kept durably. At
-/// most ``maxNewPerMinute`` new accounts are asked for per client address
-/// a minute, so that nobody can fill the app's account quota from one host.
-final class Tourists: Sendable {
+/// The demo's tourist login (SPEC §8).
+///
+/// A new tourist gets a new IM account, made through NetEase's
+/// `user/create.action` and kept durably. Who may come back as that account
+/// is ``AppServerSettings/Sessions``: with `secret` (the default) the new
+/// account's answer carries a random `sid` of 128 bits, kept only as its
+/// SHA-256, and only that secret brings the account back; with `accid` the
+/// account id does, as in the demo's own server.
+///
+/// Every address is held to budgets: ``maxNewPerMinute`` new accounts (the
+/// app's account quota), ``maxReturningPerMinute`` returning logins, and
+/// ``TokenThrottle``'s 10 unknown or expired sids a minute, after which the
+/// address gets 429 for a minute on every app-server route.
+///
+/// A tourist expires `app_server.tourist_ttl` after its last login. Expired
+/// tourists are swept every ``sweepInterval``: the account's IM token is
+/// refreshed (`user/refreshToken.action`), so that the token its client
+/// holds stops working, and the tourist is deleted.
+final class Tourists: Service, Sendable {
     static let maxNewPerMinute = 10
+    static let maxReturningPerMinute = 60
     /// Accounts NetEase accepts: at most 32 characters.
     static let maxAccountBytes = 32
+    /// A sid longer than any this server gives is not looked up.
+    static let maxSidBytes = 64
+    static let sweepInterval: Duration = .seconds(60)
+    /// Tokens refreshed per sweep at most: a backlog of expired tourists
+    /// spends the app's API quota a little at a time.
+    static let sweepBatch = 100
 
     enum Outcome: Sendable, Equatable {
         case returning(TouristAccount)
-        case created(TouristAccount)
+        /// A new account; `sid` is the secret to come back with (nil with `sessions: accid`).
+        case created(TouristAccount, sid: String?)
         /// Over the address's budget: try again in this many seconds.
         case rateLimited(retryAfter: Int)
         /// NetEase or storage failed: nothing was kept.
         case failed
     }
 
+    /// A sid presented to a route that needs a live tourist (`room/list`, `wallet`).
+    enum Lookup: Sendable, Equatable {
+        case valid(TouristAccount)
+        /// Unknown or expired: 401.
+        case invalid
+        /// Too many invalid sids from this address: 429 for this many seconds.
+        case blocked(retryAfter: Int)
+    }
+
+    let sessions: AppServerSettings.Sessions
     private let store: GameStore
     private let accounts: any NetEaseAccounts
     private let ttl: Duration
-    private let wallNow: @Sendable () -> Date
+    private let clock: GameClock
     private let logger: Logger
     private let warnings = LogLimiter()
-    /// When each address last asked for new accounts, within the last minute.
-    private let recent = Mutex<[ClientAddress?: Deque<Date>]>([:])
+    private let newAccounts = AddressBudget(perMinute: Tourists.maxNewPerMinute)
+    private let returning = AddressBudget(perMinute: Tourists.maxReturningPerMinute)
+    private let badSids: TokenThrottle
 
-    init(store: GameStore, accounts: any NetEaseAccounts, ttl: Duration, wallNow: @escaping @Sendable () -> Date, logger: Logger) {
+    init(
+        store: GameStore, accounts: any NetEaseAccounts, ttl: Duration, sessions: AppServerSettings.Sessions, clock: GameClock,
+        logger: Logger
+    ) {
         self.store = store
         self.accounts = accounts
         self.ttl = ttl
-        self.wallNow = wallNow
+        self.sessions = sessions
+        self.clock = clock
         self.logger = logger
+        badSids = TokenThrottle(now: clock.wallNow)
     }
 
     /// The `tourist` call: `sid` as the client sent it, `client` where it came from.
     func login(sid: String?, client: ClientAddress?) async -> Outcome {
-        let now = wallNow()
-        if let sid, let kept = await valid(sid, at: now) {
-            var renewed = kept
-            renewed.expiresAt = now.addingTimeInterval(ttl.seconds)
-            do {
-                try await store.save(renewed, createdAt: now)
-            } catch {
-                fail("Tourist not renewed: storage failed", error: String(describing: error))
-                return .failed
+        if let wait = badSids.blockedFor(client) { return rateLimited(wait) }
+        let now = clock.wallNow()
+        if let sid, !sid.isEmpty {
+            if let kept = await live(sid, at: now) {
+                if let wait = returning.admit(client, at: now) { return rateLimited(wait) }
+                var renewed = kept
+                renewed.expiresAt = now.addingTimeInterval(ttl.seconds)
+                do {
+                    try await store.save(renewed, createdAt: now)
+                } catch {
+                    fail("Tourist not renewed: storage failed", error: String(describing: error))
+                    return .failed
+                }
+                AppServerMetrics.touristsReturning.increment()
+                return .returning(renewed)
             }
-            AppServerMetrics.touristsReturning.increment()
-            return .returning(renewed)
+            // Not a live sid: counted, and a new account, as an unknown sid always got.
+            refused(client)
+            if let wait = badSids.blockedFor(client) { return rateLimited(wait) }
         }
-        if let wait = admit(client, at: now) {
-            AppServerMetrics.touristsRateLimited.increment()
-            return .rateLimited(retryAfter: wait)
-        }
+        if let wait = newAccounts.admit(client, at: now) { return rateLimited(wait) }
         let accid = "tourist_" + Signatures.nonce(bytes: 8)
         let nickname = "玩家" + String(100_000 + Int.random(in: 0..<900_000))
+        let secret = sessions == .secret ? Signatures.nonce(bytes: 16) : nil
         do {
             let user = try await accounts.createUser(accid: accid, name: nickname)
             let tourist = TouristAccount(
                 accid: user.accid, nickname: user.name.isEmpty ? nickname : user.name, token: user.token,
-                expiresAt: now.addingTimeInterval(ttl.seconds))
+                expiresAt: now.addingTimeInterval(ttl.seconds), sidHash: secret.map(Self.hash))
             try await store.save(tourist, createdAt: now)
             AppServerMetrics.touristsCreated.increment()
             logger.info("Tourist account created", metadata: ["player.accid": .string(tourist.accid)])
-            return .created(tourist)
+            return .created(tourist, sid: secret)
         } catch let error as NetEaseAPIError {
             fail("Tourist account not created: NetEase's user/create failed", error: error.description)
         } catch {
@@ -78,29 +120,98 @@ final class Tourists: Sendable {
         return .failed
     }
 
-    /// The kept tourist of `sid` while it is valid; nil when unknown or expired.
-    func valid(_ sid: String, at now: Date) async -> TouristAccount? {
-        guard !sid.isEmpty, sid.utf8.count <= Self.maxAccountBytes, let kept = try? await store.tourist(accid: sid), kept.expiresAt > now
-        else { return nil }
+    /// The live tourist of a sid sent to a route that needs one.
+    func lookup(sid: String, client: ClientAddress?) async -> Lookup {
+        if let wait = badSids.blockedFor(client) {
+            AppServerMetrics.touristsRateLimited.increment()
+            return .blocked(retryAfter: wait)
+        }
+        if let kept = await live(sid, at: clock.wallNow()) { return .valid(kept) }
+        refused(client)
+        return .invalid
+    }
+
+    /// The kept tourist that `sid` names while it is valid: by the secret's
+    /// hash, or by the account id with `sessions: accid`.
+    private func live(_ sid: String, at now: Date) async -> TouristAccount? {
+        guard sid.utf8.count <= Self.maxSidBytes else { return nil }
+        let kept: TouristAccount?
+        switch sessions {
+        case .secret:
+            let hash = Self.hash(sid)
+            // Looked up by the hash, compared again in constant time.
+            kept = try? await store.tourist(sidHash: hash).flatMap { Signatures.hexEqual($0.sidHash ?? "", hash) ? $0 : nil }
+        case .accid:
+            guard sid.utf8.count <= Self.maxAccountBytes else { return nil }
+            kept = try? await store.tourist(accid: sid)
+        }
+        guard let kept, kept.expiresAt > now else { return nil }
         return kept
     }
 
-    /// Counts a request for a new account from `client`; nil when within its
-    /// budget, else the seconds until it has room again.
-    private func admit(_ client: ClientAddress?, at now: Date) -> Int? {
-        recent.withLock { recent in
-            let cutoff = now.addingTimeInterval(-60)
-            // Forget addresses whose last request is a minute old: the map stays as small as the last minute's callers.
-            if recent.count > 1024 { recent = recent.filter { ($0.value.last ?? .distantPast) > cutoff } }
-            var mine = recent[client] ?? []
-            while let first = mine.first, first <= cutoff { mine.removeFirst() }
-            guard mine.count < Self.maxNewPerMinute else {
-                recent[client] = mine
-                return max(1, Int((mine.first ?? now).timeIntervalSince(cutoff).rounded(.up)))
+    static func hash(_ sid: String) -> String {
+        SHA256.hash(data: Array(sid.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    private func refused(_ client: ClientAddress?) {
+        AppServerMetrics.touristsBadSid.increment()
+        badSids.failed(client)
+    }
+
+    private func rateLimited(_ seconds: Int) -> Outcome {
+        AppServerMetrics.touristsRateLimited.increment()
+        return .rateLimited(retryAfter: seconds)
+    }
+
+    // MARK: Expiry
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown { [self] in
+            while !Task.isCancelled {
+                let started = clock.now()
+                await sweep()
+                try await clock.sleep(started + Self.sweepInterval)
             }
-            mine.append(now)
-            recent[client] = mine
-            return nil
+        }
+    }
+
+    /// Refreshes the token of up to ``sweepBatch`` expired tourists and
+    /// deletes them; one whose refresh fails stays for the next sweep.
+    /// Returns how many were deleted.
+    @discardableResult
+    func sweep() async -> Int {
+        let expired: [TouristAccount]
+        do {
+            expired = try await store.expiredTourists(at: clock.wallNow(), limit: Self.sweepBatch)
+        } catch {
+            fail("Expired tourists not read: storage failed", error: String(describing: error))
+            return 0
+        }
+        var deleted = 0
+        for tourist in expired where !Task.isCancelled {
+            do {
+                try await accounts.refreshToken(accid: tourist.accid)
+                try await store.deleteTourist(accid: tourist.accid)
+                AppServerMetrics.touristsExpired.increment()
+                deleted += 1
+            } catch let error as NetEaseAPIError {
+                AppServerMetrics.touristsRefreshFailed.increment()
+                warn("refresh", "An expired tourist's token not refreshed: kept for the next sweep", tourist, error.description)
+                break
+            } catch {
+                warn("delete", "An expired tourist not deleted: storage failed", tourist, String(describing: error))
+                break
+            }
+        }
+        if deleted > 0 { logger.info("Expired tourists deleted, their IM tokens refreshed", metadata: ["tourists.deleted": "\(deleted)"]) }
+        return deleted
+    }
+
+    private func warn(_ kind: String, _ message: Logger.Message, _ tourist: TouristAccount, _ error: String) {
+        warnings.log(kind) { heldBack in
+            var metadata: Logger.Metadata = ["player.accid": .string(tourist.accid), "error": .string(error)]
+            if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
+            logger.warning(message, metadata: metadata)
         }
     }
 

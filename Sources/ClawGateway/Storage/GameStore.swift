@@ -164,6 +164,17 @@ final class GameStore: Sendable {
                     );
                     """)
         }
+        // Who may come back as whom (SPEC §8): a tourist's secret sid, kept
+        // as its hash. Tourists of before have none: with `sessions: secret`
+        // they log in anew (their old sid was their public account id).
+        migrator.registerMigration("v5-tourist-secrets") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE tourists ADD COLUMN sid_hash TEXT;
+                    CREATE UNIQUE INDEX tourists_by_sid ON tourists (sid_hash) WHERE sid_hash IS NOT NULL;
+                    CREATE INDEX tourists_by_expiry ON tourists (expires_at);
+                    """)
+        }
         return migrator
     }
 

@@ -28,20 +28,23 @@ extension HeavySuites {
                 let data = try #require(first.json["data"] as? [String: Any])
                 let accid = try #require(data["accid"] as? String)
                 let token = try #require(data["imToken"] as? String)
-                #expect(first.body == #"{"code":200,"data":{"accid":"\#(accid)","imToken":"\#(token)","nickname":"\#(data["nickname"] as? String ?? "")"}}"#)
+                let sid = try #require(data["sid"] as? String, "a secret to come back with (sessions: secret)")
+                let nickname = data["nickname"] as? String ?? ""
+                #expect(
+                    first.body == #"{"code":200,"data":{"accid":"\#(accid)","imToken":"\#(token)","nickname":"\#(nickname)","sid":"\#(sid)"}}"#)
                 let creates = site.netease.calls("user/create.action")
                 #expect(creates.count == 1 && creates[0].headerProblem == nil && creates[0].fields["accid"] == accid)
                 #expect(site.netease.chatrooms.users.withLock { $0[accid]?.token } == token)
 
-                // Returning with its sid: the same account, no new one.
-                let again = try await site.post("tourist", "sid=\(accid)")
-                #expect(again.body == first.body)
+                // Returning with its sid: the same account, no new one, and the secret is not given again.
+                let again = try await site.post("tourist", "sid=\(sid)")
+                #expect(again.body == #"{"code":200,"data":{"accid":"\#(accid)","imToken":"\#(token)","nickname":"\#(nickname)"}}"#)
                 #expect(site.netease.calls("user/create.action").count == 1)
 
                 // The room list, field by field, once the background count came.
                 var list: HTTP.Answer?
                 try await eventually("the online counts in the room list") {
-                    list = try await site.post("room/list", "sid=\(accid)")
+                    list = try await site.post("room/list", "sid=\(sid)")
                     // Each room's count comes with its own call: wait for both.
                     return list?.body.contains(#""onlineUserCount":12"#) == true && list?.body.contains(#""onlineUserCount":3"#) == true
                 }
@@ -58,25 +61,25 @@ extension HeavySuites {
                 #expect(!body.contains("null"))
 
                 // Paging.
-                let second = try await site.post("room/list", "sid=\(accid)&limit=1&offset=1")
+                let second = try await site.post("room/list", "sid=\(sid)&limit=1&offset=1")
                 let page = try #require(second.json["data"] as? [String: Any])
                 #expect(page["total"] as? Int == 2)
                 #expect((page["list"] as? [[String: Any]])?.map { $0["roomId"] as? Int } == [3002])
-                let beyond = try await site.post("room/list", "sid=\(accid)&offset=5")
+                let beyond = try await site.post("room/list", "sid=\(sid)&offset=5")
                 #expect(beyond.body == #"{"code":200,"data":{"list":[],"total":2}}"#)
 
                 // The queue count leaves out the player offered the turn; paused is 2, offline 0.
                 for player in ["p1", "p2", "p3"] { try await site.copy(from: player, #"{"command":6}"#) }
                 try await eventually("two waiting") {
-                    try await site.post("room/list", "sid=\(accid)&limit=1").body.contains(#""queueCount":2"#)
+                    try await site.post("room/list", "sid=\(sid)&limit=1").body.contains(#""queueCount":2"#)
                 }
                 let admin = [("Authorization", "Bearer \(AppServerSite.adminToken)")]
                 #expect(try await HTTP.request(.POST, "\(site.base)/v1/machines/m1/pause", headers: admin).status == 200)
-                let paused = try await site.post("room/list", "sid=\(accid)&limit=1").body
+                let paused = try await site.post("room/list", "sid=\(sid)&limit=1").body
                 #expect(paused.contains(#""liveStatus":2"#) && paused.contains(#""roomStatus":false"#))
                 await site.stopSimulator()
                 try await eventually("m2 offline in the room list") {
-                    let body = try await site.post("room/list", "sid=\(accid)&offset=1").body
+                    let body = try await site.post("room/list", "sid=\(sid)&offset=1").body
                     return body.contains(#""liveStatus":0"#) && body.contains(#""roomStatus":false"#)
                 }
                 #expect(!site.logText.contains(token), "the token is never logged")
@@ -94,19 +97,19 @@ extension HeavySuites {
                     #expect(blank.json["msg"] is String)
                     #expect(blank.json["data"] == nil)
                 }
-                for sid in ["nobody", String(repeating: "x", count: 300), tourist.accid + "x", tourist.accid.uppercased()] {
+                for sid in ["nobody", String(repeating: "x", count: 300), tourist.sid + "x", tourist.accid] {
                     let unknown = try await site.post("room/list", "sid=\(sid)")
                     #expect(unknown.status == 200 && unknown.json["code"] as? Int == 401)
                 }
                 for paging in ["limit=abc", "limit=-1", "offset=-3", "limit=99999999999999999999", "offset=1e3"] {
-                    let bad = try await site.post("room/list", "sid=\(tourist.accid)&\(paging)")
+                    let bad = try await site.post("room/list", "sid=\(tourist.sid)&\(paging)")
                     #expect(bad.json["code"] as? Int == 400, "\(paging)")
                 }
                 // The sid may come in the query, as Spring reads it; the body's wins.
-                let query = try await HTTP.request(.POST, "\(site.base)/dollsCatcher/room/list?sid=\(tourist.accid)", body: [])
+                let query = try await HTTP.request(.POST, "\(site.base)/dollsCatcher/room/list?sid=\(tourist.sid)", body: [])
                 #expect(query.json["code"] as? Int == 200)
                 let overridden = try await HTTP.request(
-                    .POST, "\(site.base)/dollsCatcher/room/list?sid=\(tourist.accid)", body: Array("sid=nobody".utf8))
+                    .POST, "\(site.base)/dollsCatcher/room/list?sid=\(tourist.sid)", body: Array("sid=nobody".utf8))
                 #expect(overridden.json["code"] as? Int == 401)
 
                 // Hostile bodies: too large, not UTF-8, junk, many fields, JSON.
@@ -115,7 +118,7 @@ extension HeavySuites {
                 #expect(huge.status == 200 && huge.json["code"] as? Int == 413)
                 let binary = try await HTTP.request(.POST, "\(site.base)/dollsCatcher/room/list", body: [0x73, 0x69, 0x64, 0x3d, 0xff, 0xfe])
                 #expect(binary.status == 200 && binary.json["code"] as? Int == 400)
-                for junk in ["&&&==&%%%", "sid", "=\(tourist.accid)", String(repeating: "a=b&", count: 900), #"{"sid":"\#(tourist.accid)"}"#] {
+                for junk in ["&&&==&%%%", "sid", "=\(tourist.sid)", String(repeating: "a=b&", count: 900), #"{"sid":"\#(tourist.sid)"}"#] {
                     let answer = try await site.post("room/list", junk)
                     #expect(answer.status == 200, "\(junk.prefix(20))")
                     #expect([400, 401, 413].contains(answer.json["code"] as? Int ?? 0), "\(junk.prefix(20))")
@@ -129,14 +132,14 @@ extension HeavySuites {
 
         @Test func newAccountsAreLimitedPerAddressAndAFailingAPIKeepsNothing() async throws {
             try await AppServerSite.with { site in
-                for _ in 0..<10 { _ = try await site.newTourist() }
+                let first = try await site.newTourist()
+                for _ in 1..<10 { _ = try await site.newTourist() }
                 let refused = try await site.post("tourist", "")
                 #expect(refused.status == 200 && refused.json["code"] as? Int == 429)
                 #expect((refused.json["msg"] as? String)?.contains("try again") == true)
                 #expect(site.netease.calls("user/create.action").count == 10)
                 // A returning tourist is not a new account: still served.
-                let kept = try #require(site.netease.chatrooms.users.withLock { $0.keys.first })
-                #expect(try await site.post("tourist", "sid=\(kept)").json["code"] as? Int == 200)
+                #expect(try await site.post("tourist", "sid=\(first.sid)").json["code"] as? Int == 200)
                 let metrics = try await HTTP.get("\(site.base)/metrics").body
                 #expect(metrics.contains(#"claw_app_server_tourists_total{result="rate_limited"} 1"#))
             }
@@ -148,6 +151,36 @@ extension HeavySuites {
                 site.netease.setChatroom(.ok)
                 let created = try await site.newTourist()
                 #expect(site.netease.chatrooms.users.withLock { Array($0.keys) } == [created.accid], "nothing kept of the failure")
+            }
+        }
+
+        /// SPEC §8 "Who may come back as whom": account ids are public (every
+        /// chatroom member reads them in the queue); with `sessions: secret`
+        /// knowing one gets nobody's token, and guessing sids is cut off.
+        @Test func anAccountIDReadInAQueueDoesNotLogInAsThatTourist() async throws {
+            try await AppServerSite.with { site in
+                let victim = try await site.newTourist()
+                #expect(victim.sid != victim.accid)
+                try await site.copy(from: victim.accid, #"{"command":6,"data":"Victim"}"#)
+                let thief = try await site.post("tourist", "sid=\(victim.accid)")
+                let data = try #require(thief.json["data"] as? [String: Any])
+                #expect(data["accid"] as? String != victim.accid, "a new account of the thief's own")
+                #expect(data["imToken"] as? String != victim.token)
+                #expect(try await site.post("room/list", "sid=\(victim.accid)").json["code"] as? Int == 401)
+                // Ten wrong sids in a minute: 429 for a minute, the right sid included.
+                for guess in 0..<8 { _ = try await site.post("room/list", "sid=guess\(guess)") }
+                let blocked = try await site.post("room/list", "sid=\(victim.sid)")
+                #expect(blocked.json["code"] as? Int == 429, "\(blocked.body)")
+                let metrics = try await HTTP.get("\(site.base)/metrics").body
+                #expect(metrics.contains(#"claw_app_server_tourists_total{result="bad_sid"} 10"#))
+            }
+            // The demo's own behaviour, for its unchanged clients.
+            try await AppServerSite.with(sessions: "accid") { site in
+                let tourist = try await site.newTourist()
+                #expect(tourist.sid == tourist.accid, "no secret in the answer")
+                let again = try await site.post("tourist", "sid=\(tourist.accid)")
+                #expect((again.json["data"] as? [String: Any])?["imToken"] as? String == tourist.token)
+                #expect(try await site.post("room/list", "sid=\(tourist.accid)").json["code"] as? Int == 200)
             }
         }
 

@@ -24,7 +24,7 @@ final class AppServerSite {
     var log: URL { directory.appendingPathComponent("gateway.log") }
     var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
-    init(game: String = "") async throws {
+    init(game: String = "", sessions: String = "secret") async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
         directory = try TemporaryDirectory.make(prefix: "appserver")
@@ -48,6 +48,7 @@ final class AppServerSite {
                 reply_timeout: 1s
             app_server:
               tourist_ttl: 1h
+              sessions: \(sessions)
             game:
               accept_timeout: 30s
             \(game.split(separator: "\n").map { "  \($0)" }.joined(separator: "\n"))
@@ -78,8 +79,8 @@ final class AppServerSite {
         }
     }
 
-    static func with(game: String = "", _ body: (AppServerSite) async throws -> Void) async throws {
-        let site = try await AppServerSite(game: game)
+    static func with(game: String = "", sessions: String = "secret", _ body: (AppServerSite) async throws -> Void) async throws {
+        let site = try await AppServerSite(game: game, sessions: sessions)
         do {
             try await body(site)
         } catch {
@@ -139,11 +140,13 @@ final class AppServerSite {
         return try await HTTP.request(.POST, "\(base)/dollsCatcher/\(route)", headers: headers ?? demo, body: Array(form.utf8))
     }
 
-    /// A new tourist's accid and token.
-    func newTourist() async throws -> (accid: String, token: String) {
+    /// A new tourist's accid, token, and the sid to come back with (its
+    /// secret; with `sessions: accid`, the accid).
+    func newTourist() async throws -> (accid: String, token: String, sid: String) {
         let answer = try await post("tourist", "")
         let data = answer.json["data"] as? [String: Any]
-        return (try #require(data?["accid"] as? String), try #require(data?["imToken"] as? String))
+        let accid = try #require(data?["accid"] as? String)
+        return (accid, try #require(data?["imToken"] as? String), data?["sid"] as? String ?? accid)
     }
 
     /// A signed NetEase copy of `attach` from `player` to m1.

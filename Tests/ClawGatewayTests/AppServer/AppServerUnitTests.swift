@@ -14,6 +14,8 @@ import Testing
 final class MemoryNetEase: NetEaseAccounts, ChatroomAPI {
     struct State {
         var failing = false
+        /// Keys `queueOffer` refuses with code 414, as NetEase refuses a bad parameter.
+        var refusedKeys: Set<String> = []
         var users: [String: NetEaseUser] = [:]
         var queues: [Int64: [ChatroomQueueElement]] = [:]
         var online: [Int64: Int] = [:]
@@ -47,6 +49,11 @@ final class MemoryNetEase: NetEaseAccounts, ChatroomAPI {
         return user
     }
 
+    func refreshToken(accid: String) async throws(NetEaseAPIError) {
+        try attempt("refresh \(accid)")
+        state.withLock { $0.users[accid]?.token = "token-" + accid + "-refreshed" }
+    }
+
     func onlineUserCount(room: Int64) async throws(NetEaseAPIError) -> Int {
         try attempt("get \(room)")
         return state.withLock { $0.online[room] ?? 0 }
@@ -54,6 +61,7 @@ final class MemoryNetEase: NetEaseAccounts, ChatroomAPI {
 
     func queueOffer(room: Int64, key: String, value: String) async throws(NetEaseAPIError) {
         try attempt("offer \(room) \(key)")
+        if state.withLock({ $0.refusedKeys.contains(key) }) { throw .refused(code: 414, desc: "parameter error") }
         state.withLock { state in
             if let index = state.queues[room, default: []].firstIndex(where: { $0.key == key }) {
                 state.queues[room, default: []][index].value = value
@@ -163,6 +171,27 @@ final class MemoryNetEase: NetEaseAccounts, ChatroomAPI {
         try await eventually("erin to join") { api.keys(Self.room) == ["bob", "dave", "erin"] }
     }
 
+    /// A key NetEase refuses is skipped and counted, once, and the players behind it are mirrored.
+    @Test func aKeyNetEaseRefusesIsSkippedAndThePlayersBehindItGoOn() async throws {
+        let api = MemoryNetEase()
+        api.state.withLock { $0.refusedKeys = ["bad"] }
+        let clock = TestClock<Duration>()
+        let skipped = metricValue("claw_chatroom_mirror_skipped_total")
+        let mirror = mirror(api, clock: clock, start: snapshot(1, waiting: []))
+        let task = Task { try await mirror.run() }
+        defer { task.cancel() }
+        try await eventually("the start's repair") { api.calls == ["list 3001"] }
+        publish(mirror, snapshot(2, waiting: ["alice", "bad", "bob"]))
+        try await eventually("alice and bob in the chatroom queue") { api.keys(Self.room) == ["alice", "bob"] }
+        #expect(metricValue("claw_chatroom_mirror_skipped_total") == skipped + 1)
+        // Time passes, the queue moves: the refused key is not offered again while its player waits.
+        await clock.advance(by: .seconds(60))
+        publish(mirror, snapshot(3, waiting: ["alice", "bad", "bob", "carol"]))
+        try await eventually("carol too") { api.keys(Self.room) == ["alice", "bob", "carol"] }
+        #expect(api.calls.filter { $0 == "offer 3001 bad" }.count == 1)
+        #expect(!api.calls.contains { $0.hasPrefix("!") } && api.calls.filter { $0 == "list 3001" }.count == 1, "no failure, no repair")
+    }
+
     @Test func aStaleChatroomQueueIsRepairedAtStart() async throws {
         let api = MemoryNetEase()
         api.state.withLock { state in
@@ -217,52 +246,83 @@ func metricValue(_ series: String) -> Int64 {
 @Suite struct TouristsTests {
     static let epoch = Date(timeIntervalSince1970: 1_795_000_000)
 
-    private func tourists(_ api: MemoryNetEase, clock: TestClock<Duration>, ttl: Duration = .seconds(3600)) throws -> (Tourists, GameStore) {
+    private func tourists(
+        _ api: MemoryNetEase, clock: TestClock<Duration>, ttl: Duration = .seconds(3600), sessions: AppServerSettings.Sessions = .secret
+    ) throws -> (Tourists, GameStore) {
         let directory = try TemporaryDirectory.make(prefix: "tourists")
         let store = try GameStore(path: directory.appendingPathComponent("gateway.sqlite").path)
-        let wall = GameClock.following(clock, from: Self.epoch).wallNow
-        return (Tourists(store: store, accounts: api, ttl: ttl, wallNow: wall, logger: Logger(label: "test")), store)
+        let tourists = Tourists(
+            store: store, accounts: api, ttl: ttl, sessions: sessions, clock: .following(clock, from: Self.epoch),
+            logger: Logger(label: "test"))
+        return (tourists, store)
     }
 
     private func address(_ text: String) throws -> ClientAddress? {
         ClientAddress(try SocketAddress(ipAddress: text, port: 4000))
     }
 
-    @Test func aNewTouristThenAReturningOneThenAnExpiredOne() async throws {
+    private func created(_ outcome: Tourists.Outcome) throws -> (TouristAccount, String?) {
+        guard case .created(let account, let sid) = outcome else { throw TimedOut(description: "no account created: \(outcome)") }
+        return (account, sid)
+    }
+
+    /// SPEC §8: with `secret`, only the secret given with the account brings it back; the public account id does not.
+    @Test func aSecretSidBringsTheAccountBackAndItsAccountIDDoesNot() async throws {
         let api = MemoryNetEase()
         let clock = TestClock<Duration>()
         let (tourists, store) = try tourists(api, clock: clock)
         let client = try address("10.0.0.1")
 
-        guard case .created(let first) = await tourists.login(sid: nil, client: client) else {
-            Issue.record("no account created")
-            return
-        }
+        let (first, secret) = try created(await tourists.login(sid: nil, client: client))
+        let sid = try #require(secret)
+        #expect(sid.utf8.count == 32 && sid.allSatisfy(\.isHexDigit), "128 random bits")
         #expect(first.accid.hasPrefix("tourist_") && first.accid.utf8.count <= 32)
-        #expect(first.token == "token-" + first.accid)
-        #expect(first.expiresAt == Self.epoch.addingTimeInterval(3600))
-        let kept = try await store.tourist(accid: first.accid)
-        #expect(kept?.accid == first.accid && kept?.token == first.token && kept?.nickname == first.nickname, "kept durably")
-        #expect(abs((kept?.expiresAt ?? .distantPast).timeIntervalSince(first.expiresAt)) < 0.001)
+        let kept = try #require(try await store.tourist(accid: first.accid))
+        #expect(kept.sidHash == Tourists.hash(sid) && kept.sidHash != sid, "kept only as its hash")
+        let rows = try await store.pool.read { db in try String.fetchAll(db, sql: "SELECT accid || nickname || token || sid_hash FROM tourists") }
+        #expect(rows.allSatisfy { !$0.contains(sid) }, "the secret is nowhere in the file")
 
         await clock.advance(by: .seconds(1800))
-        guard case .returning(let again) = await tourists.login(sid: first.accid, client: client) else {
-            Issue.record("the returning tourist got another account")
+        guard case .returning(let again) = await tourists.login(sid: sid, client: client) else {
+            Issue.record("the secret did not bring the account back")
             return
         }
-        #expect(again.accid == first.accid && again.token == first.token && again.nickname == first.nickname)
+        #expect(again.accid == first.accid && again.token == first.token)
         #expect(again.expiresAt == Self.epoch.addingTimeInterval(1800 + 3600), "extended by the ttl")
-        let renewed = try await store.tourist(accid: first.accid)?.expiresAt ?? .distantPast
-        #expect(abs(renewed.timeIntervalSince(again.expiresAt)) < 0.001)
+        guard case .valid(let looked) = await tourists.lookup(sid: sid, client: client), looked.accid == first.accid else {
+            Issue.record("the secret does not name the account on room/list")
+            return
+        }
+
+        // Whoever read the account id in a chatroom queue gets a new account of their own, not this one.
+        let (stranger, strangerSid) = try created(await tourists.login(sid: first.accid, client: try address("10.0.0.9")))
+        #expect(stranger.accid != first.accid && strangerSid != sid)
+        #expect(await tourists.lookup(sid: first.accid, client: try address("10.0.0.9")) == .invalid)
 
         await clock.advance(by: .seconds(3601))
-        #expect(await tourists.valid(first.accid, at: Self.epoch.addingTimeInterval(1800 + 3601)) == nil)
-        guard case .created(let other) = await tourists.login(sid: first.accid, client: client) else {
-            Issue.record("an expired sid did not get a new account")
+        #expect(await tourists.lookup(sid: sid, client: client) == .invalid, "expired")
+        let (other, _) = try created(await tourists.login(sid: sid, client: client))
+        #expect(other.accid != first.accid)
+    }
+
+    /// `sessions: accid` is the demo's own behaviour: the account id is the sid.
+    @Test func withAccidSessionsTheAccountIDIsTheSid() async throws {
+        let api = MemoryNetEase()
+        let clock = TestClock<Duration>()
+        let (tourists, store) = try tourists(api, clock: clock, sessions: .accid)
+        let client = try address("10.0.0.1")
+        let (first, sid) = try created(await tourists.login(sid: nil, client: client))
+        #expect(sid == nil, "no secret in the answer")
+        #expect(try await store.tourist(accid: first.accid)?.sidHash == nil)
+        guard case .returning(let again) = await tourists.login(sid: first.accid, client: client) else {
+            Issue.record("the account id did not bring the account back")
             return
         }
-        #expect(other.accid != first.accid)
-        #expect(api.calls.filter { $0.hasPrefix("create") }.count == 2)
+        #expect(again.accid == first.accid && again.token == first.token)
+        guard case .valid(let looked) = await tourists.lookup(sid: first.accid, client: client), looked.accid == first.accid else {
+            Issue.record("the account id does not name the account on room/list")
+            return
+        }
     }
 
     @Test func tenNewAccountsPerAddressAMinute() async throws {
@@ -270,26 +330,79 @@ func metricValue(_ series: String) -> Int64 {
         let clock = TestClock<Duration>()
         let (tourists, _) = try tourists(api, clock: clock)
         let crowd = try address("10.0.0.2")
-        for _ in 0..<10 {
-            guard case .created = await tourists.login(sid: nil, client: crowd) else {
+        for _ in 0..<10 { _ = try created(await tourists.login(sid: nil, client: crowd)) }
+        #expect(await tourists.login(sid: nil, client: crowd) == .rateLimited(retryAfter: 60))
+        _ = try created(await tourists.login(sid: nil, client: try address("10.0.0.3")))
+        await clock.advance(by: .seconds(30))
+        #expect(await tourists.login(sid: nil, client: crowd) == .rateLimited(retryAfter: 30))
+        await clock.advance(by: .seconds(30))
+        _ = try created(await tourists.login(sid: nil, client: crowd))
+        #expect(api.calls.count == 12)
+    }
+
+    /// SPEC §8: a sid that is no live secret is counted per address; 10 in a minute → 429 for a minute, on every route.
+    @Test func tenUnknownSidsBlockTheAddressForAMinute() async throws {
+        let api = MemoryNetEase()
+        let clock = TestClock<Duration>()
+        let (tourists, _) = try tourists(api, clock: clock)
+        let (_, secret) = try created(await tourists.login(sid: nil, client: try address("10.0.0.7")))
+        let sid = try #require(secret)
+        let guesser = try address("10.0.0.8")
+        for guess in 0..<10 { #expect(await tourists.lookup(sid: "guess-\(guess)", client: guesser) == .invalid) }
+        #expect(await tourists.lookup(sid: sid, client: guesser) == .blocked(retryAfter: 60), "even the right sid, for a minute")
+        #expect(await tourists.login(sid: "guess", client: guesser) == .rateLimited(retryAfter: 60))
+        #expect(await tourists.lookup(sid: sid, client: try address("10.0.0.7")) != .blocked(retryAfter: 60), "no other address")
+        await clock.advance(by: .seconds(60))
+        guard case .valid = await tourists.lookup(sid: sid, client: guesser) else {
+            Issue.record("still blocked after a minute")
+            return
+        }
+    }
+
+    @Test func returningLoginsAreLimitedPerAddress() async throws {
+        let api = MemoryNetEase()
+        let clock = TestClock<Duration>()
+        let (tourists, _) = try tourists(api, clock: clock)
+        let client = try address("10.0.0.5")
+        let sid = try #require(try created(await tourists.login(sid: nil, client: client)).1)
+        for _ in 0..<Tourists.maxReturningPerMinute {
+            guard case .returning = await tourists.login(sid: sid, client: client) else {
                 Issue.record("refused within the budget")
                 return
             }
         }
-        #expect(await tourists.login(sid: nil, client: crowd) == .rateLimited(retryAfter: 60))
-        #expect(await tourists.login(sid: "nobody", client: crowd) == .rateLimited(retryAfter: 60))
-        guard case .created = await tourists.login(sid: nil, client: try address("10.0.0.3")) else {
-            Issue.record("another address was refused")
-            return
-        }
-        await clock.advance(by: .seconds(30))
-        #expect(await tourists.login(sid: nil, client: crowd) == .rateLimited(retryAfter: 30))
-        await clock.advance(by: .seconds(30))
-        guard case .created = await tourists.login(sid: nil, client: crowd) else {
+        #expect(await tourists.login(sid: sid, client: client) == .rateLimited(retryAfter: 60))
+        await clock.advance(by: .seconds(60))
+        guard case .returning = await tourists.login(sid: sid, client: client) else {
             Issue.record("still refused a minute later")
             return
         }
-        #expect(api.calls.count == 12)
+    }
+
+    /// SPEC §8: expired tourists are deleted, their token refreshed first so that the one their client holds stops working.
+    @Test func expiredTouristsHaveTheirTokenRefreshedAndAreDeleted() async throws {
+        let api = MemoryNetEase()
+        let clock = TestClock<Duration>()
+        let (tourists, store) = try tourists(api, clock: clock)
+        let client = try address("10.0.0.6")
+        let (old, _) = try created(await tourists.login(sid: nil, client: client))
+        await clock.advance(by: .seconds(1800))
+        let (young, _) = try created(await tourists.login(sid: nil, client: client))
+        await clock.advance(by: .seconds(1800))
+        #expect(await tourists.sweep() == 1, "only the one whose hour is up")
+        #expect(try await store.tourist(accid: old.accid) == nil)
+        #expect(try await store.tourist(accid: young.accid) != nil)
+        #expect(api.calls.contains("refresh \(old.accid)") && !api.calls.contains("refresh \(young.accid)"))
+        #expect(api.state.withLock { $0.users[old.accid]?.token } != old.token, "the old token no longer works")
+
+        // A refresh NetEase refuses keeps the tourist for the next sweep.
+        await clock.advance(by: .seconds(1800))
+        api.failing = true
+        #expect(await tourists.sweep() == 0)
+        #expect(try await store.tourist(accid: young.accid) != nil)
+        api.failing = false
+        #expect(await tourists.sweep() == 1)
+        #expect(try await store.tourist(accid: young.accid) == nil)
     }
 
     @Test func aFailingAPIKeepsNothing() async throws {

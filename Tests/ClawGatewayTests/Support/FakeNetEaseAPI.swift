@@ -108,7 +108,7 @@ final class FakeNetEaseAPI: Sendable {
 
     private static func addAppServerCalls(to router: Router<BasicRequestContext>, chatrooms: Chatrooms) {
         let actions = [
-            "user/create.action", "chatroom/get.action", "chatroom/queueOffer.action", "chatroom/queuePoll.action",
+            "user/create.action", "user/refreshToken.action", "chatroom/get.action", "chatroom/queueOffer.action", "chatroom/queuePoll.action",
             "chatroom/queueList.action",
         ]
         for action in actions {
@@ -175,6 +175,14 @@ extension FakeNetEaseAPI.Chatrooms {
                 let token = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
                 users[accid] = (name, token)
                 return ["code": 200, "info": ["token": token, "accid": accid, "name": name]]
+            }
+        case "user/refreshToken.action":
+            guard let accid = form["accid"] else { return ["code": 414, "desc": "parameter error"] }
+            return users.withLock { users -> [String: Any] in
+                guard let user = users[accid] else { return ["code": 414, "desc": "user not exist"] }
+                let token = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+                users[accid] = (user.0, token)
+                return ["code": 200, "info": ["token": token, "accid": accid]]
             }
         case "chatroom/get.action":
             var chatroom: [String: Any] = ["roomid": room, "valid": true, "name": "room \(room)", "creator": "claw", "announcement": NSNull()]
