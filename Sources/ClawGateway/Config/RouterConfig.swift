@@ -23,6 +23,10 @@ struct RouterSettings: Sendable {
     /// so that the IM service sends it again.
     var receiptTimeout: Duration = .seconds(1)
     var logLevel: Logger.Level = .info
+    /// Notifications a player may send to machines nobody owns before the
+    /// router stops answering them (`unknown_machine` through the IM API):
+    /// the sites' `game.max_commands_per_second` (SPEC §2).
+    var maxCommandsPerSecond = 10
 }
 
 /// `bus:`: the chain's cluster, every node of it.
@@ -43,7 +47,7 @@ extension RouterConfig {
     static let keys = ["router", "bus", "im"]
     static let routerKeys = [
         "listen", "read_token", "admin_token", "receipt_timeout", "log_level", "allowed_hosts", "read_timeout",
-        "max_connections", "max_connections_per_client", "idle_timeout",
+        "max_connections", "max_connections_per_client", "idle_timeout", "max_commands_per_second",
     ]
     static let busKeys = ["urls", "username", "password", "client_id", "topic_prefix"]
 
@@ -100,8 +104,11 @@ extension Schema {
         if let imSection, !imSection.has("netease"), !imSection.has("generic") {
             reader.report("im", "configure netease or generic (or both): the router verifies copies with them")
         }
+        let perSecond = section?.int("max_commands_per_second", default: 10, in: 1...1000) ?? 10
         guard let http, let bus else { return nil }
-        return RouterConfig(router: RouterSettings(http: http, receiptTimeout: receiptTimeout, logLevel: level), bus: bus, im: im)
+        return RouterConfig(
+            router: RouterSettings(http: http, receiptTimeout: receiptTimeout, logLevel: level, maxCommandsPerSecond: perSecond), bus: bus,
+            im: im)
     }
 
     /// `bus:` of `chain.yaml`, and of the recorder's `recorder.yaml` (``RecorderConfig``).

@@ -27,11 +27,12 @@ struct RouterCopy: Sendable {
 /// way to their sites.
 ///
 /// A copy is published at QoS 1 on its site's `inbox` with an id of this
-/// router's (client id, a nonce of this run, a counter) and waits for the
-/// site's receipt with that id on `inbox/ack`, up to `router.receipt_timeout`;
-/// the waiting copies are continuations by id. A receipt that finds none of
+/// router's (client id, a nonce of this run, a random nonce of the copy) and
+/// waits for that site's receipt with that id on its `inbox/ack`, up to
+/// `router.receipt_timeout` (``ReceiptWaits``). A receipt that finds none of
 /// this router's waiting (it came too late, or twice) is counted and
-/// dropped; receipts of other routers' copies are none of its business.
+/// dropped, as is one that came from another site than the copy went to;
+/// receipts of other routers' copies are none of its business.
 ///
 /// The connection is up only while every subscription is granted: a refused
 /// SUBACK takes it down and it connects again (to the next node), as a
@@ -42,13 +43,14 @@ final class ChainRouter: Sendable {
     let receiptTimeout: Duration
     private let clock: GameClock
     private let players: any PlayerChannel
-    /// At most one refusal of each code a second to one player.
-    private let limits = PlayerLimits(perSecond: 100)
+    /// Each sender's budget of answered notifications (SPEC §2), and at
+    /// most one refusal of each code a second to one player.
+    private let limits: PlayerLimits
     private let logger: Logger
     /// Every copy id of this process starts with this.
     private let idPrefix: String
-    private let counter = Atomic<Int>(0)
-    private let waiting = Mutex<[String: CheckedContinuation<Wait, Never>]>([:])
+    /// The copies waiting for their receipt.
+    let receipts: ReceiptWaits
     private let link = Mutex(LinkState())
     private let warnings = LogLimiter()
 
@@ -58,18 +60,17 @@ final class ChainRouter: Sendable {
         var refusal: String?
     }
 
-    private enum Wait: Sendable {
-        case receipt(ChainReceipt)
-        case timedOut
-        case notPublished(String)
-    }
-
-    init(bus: BusSettings, receiptTimeout: Duration, players: any PlayerChannel, clock: GameClock, logger: Logger) throws(MQTTError) {
+    init(
+        bus: BusSettings, receiptTimeout: Duration, maxCommandsPerSecond: Int = 10, players: any PlayerChannel, clock: GameClock,
+        logger: Logger
+    ) throws(MQTTError) {
         self.receiptTimeout = receiptTimeout
+        limits = PlayerLimits(perSecond: maxCommandsPerSecond)
         self.players = players
         self.clock = clock
         self.logger = logger
         sites = ChainSites(prefix: bus.topicPrefix, clock: clock, logger: logger)
+        receipts = ReceiptWaits(clock: clock)
         idPrefix = "\(bus.clientID)-\(Signatures.nonce(bytes: 3))-"
         // Stateless: nothing is kept for a router that is gone, nothing piles
         // up. Directories and snapshots are a few KB.
@@ -79,7 +80,10 @@ final class ChainRouter: Sendable {
 
     /// Connects in the background, and keeps connecting until ``shutdown()``.
     func start() {
-        client.onConnected { [self] in link.withLock { $0.granted = [] } }
+        client.onConnected { [self] in
+            sites.deaf()
+            link.withLock { $0.granted = [] }
+        }
         client.onSubscribeAck { [self] ack in subscribed(ack) }
         client.onMessage { [self] message in received(message) }
         // QoS 0: a NATS node keeps no JetStream consumer for the router
@@ -94,15 +98,14 @@ final class ChainRouter: Sendable {
     func shutdown() async {
         await client.shutdown()
         // Whoever still waits is answered 503: the IM service sends the copy again.
-        let left = waiting.withLock { waiting in
-            defer { waiting = [:] }
-            return Array(waiting.values)
-        }
-        for continuation in left { continuation.resume(returning: .timedOut) }
+        receipts.close()
     }
 
     /// Why the router is not ready, or nil: connected, every subscription
-    /// granted, and (with `needsDirectory`) at least one site's directory held.
+    /// granted, and (with `needsDirectory`) at least one site's directory
+    /// held and every listed site's liveness known (its heartbeat heard, or
+    /// 3 s listened for it in vain): a router that has just started is not
+    /// ready before it could tell players the truth about every site.
     func problem(needsDirectory: Bool = true) -> String? {
         let connected = client.isConnected
         let lastError = client.lastError
@@ -117,6 +120,9 @@ final class ChainRouter: Sendable {
         }
         if let linkProblem { return linkProblem }
         if needsDirectory, sites.known.isEmpty { return "the router holds no site's directory yet" }
+        if needsDirectory, case let unknown = sites.unknown, !unknown.isEmpty {
+            return "the router is waiting for the heartbeats of \(unknown.joined(separator: ", "))"
+        }
         return nil
     }
 
@@ -154,29 +160,22 @@ final class ChainRouter: Sendable {
         case .site(let owner):
             site = owner
         }
-        guard sites.isReachable(site) else {
+        // A site not heard from yet (the router has just started or come
+        // back) is tried: its receipt says it is up, and without one the IM
+        // service is answered 503 and sends the copy again.
+        guard sites.liveness(of: site) != .unreachable else {
             return refuse(
                 copy, .gatewayUnavailable,
                 WireError(.gatewayUnavailable, "The arcade of this machine cannot be reached right now; your command was dropped. Try again in a minute."))
         }
-        let id = idPrefix + String(counter.add(1, ordering: .relaxed).newValue)
+        // Unpredictable: no one can answer for a copy before it is sent.
+        let id = idPrefix + Signatures.nonce(bytes: 8)
         let message = ChainCopy(
             id: id, provider: copy.provider, received: copy.received, deadline: deadline(for: copy), headers: copy.headers,
             body: copy.body)
         let topic = ChainTopics(prefix: sites.prefix, site: site).inbox
-        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Wait, Never>) in
-            waiting.withLock { $0[id] = continuation }
-            do throws(MQTTError) {
-                try client.publish(topic, payload: message.payload, qos: .atLeastOnce, retain: false)
-            } catch {
-                take(id)?.resume(returning: .notPublished(error.message))
-                return
-            }
-            let timeout = receiptTimeout
-            Task { [self] in
-                try? await Task.sleep(for: timeout)
-                take(id)?.resume(returning: .timedOut)
-            }
+        let outcome = await receipts.wait(id: id, site: site, timeout: receiptTimeout) { () throws(MQTTError) in
+            try client.publish(topic, payload: message.payload, qos: .atLeastOnce, retain: false)
         }
         switch outcome {
         case .receipt(let receipt):
@@ -225,25 +224,24 @@ final class ChainRouter: Sendable {
         }
     }
 
-    /// Command 9 from `to`, with the serial of the player's command. An
-    /// attach that is no command of the wire format (other custom
-    /// notifications the IM app copies too), or no account to send from or
-    /// to, gets no reply.
+    /// Command 9 from `to`, with the serial of the player's command. Only a
+    /// command players send (1, 2, 3, 6, 7, 12, 13) is answered: other custom
+    /// notifications the IM app copies too (players messaging each other)
+    /// get no reply, and none costs the app's API quota. Nor does a sender
+    /// over their budget (`router.max_commands_per_second`), and a player
+    /// gets at most one refusal of each code a second.
     private func tell(_ copy: RouterCopy, _ error: WireError) {
         guard !copy.from.isEmpty, !copy.to.isEmpty, copy.from.utf8.count <= PlayerText.maxAccountBytes,
-            let command = try? WireMessage.decode(copy.attach)
+            let command = try? WireMessage.decode(copy.attach), (try? PlayerRequest(command)) != nil
         else { return }
         let player = PlayerAddress(accid: copy.from, provider: copy.provider)
-        guard limits.mayRefuse(player, code: error.code, now: clock.now()) else { return }
+        let now = clock.now()
+        guard limits.admit(player, now: now), limits.mayRefuse(player, code: error.code, now: now) else { return }
         players.send(
             PlayerReply(
                 to: player, message: WireMessage(.error, data: error.code.rawValue, serial: command.serial, message: error.message),
                 priority: .normal, expires: nil),
             from: MachineConfig(id: copy.to, name: copy.to, imAccount: copy.to, cameras: []))
-    }
-
-    private func take(_ id: String) -> CheckedContinuation<Wait, Never>? {
-        waiting.withLock { $0.removeValue(forKey: id) }
     }
 
     private func warn(_ kind: String, _ message: Logger.Message, _ metadata: Logger.Metadata) {
@@ -271,6 +269,7 @@ final class ChainRouter: Sendable {
         }
         guard refused else {
             if link.withLock({ subscriptions.allSatisfy($0.granted.contains) }) {
+                sites.listening()
                 logger.info("Router connected to the chain's cluster", metadata: ["chain.broker": "\(client.broker)"])
             }
             return
@@ -283,16 +282,22 @@ final class ChainRouter: Sendable {
 
     private func received(_ message: MQTTMessage) {
         guard let topic = sites.parse(message.topic) else { return }
-        guard case .receipt = topic else {
+        guard case .receipt(let site) = topic else {
             if let again = sites.receive(topic, payload: message.payload) { client.subscribe([again], qos: .atMostOnce) }
             return
         }
         guard let receipt = ChainReceipt.decode(message.payload), receipt.id.hasPrefix(idPrefix) else { return }
-        if let continuation = take(receipt.id) {
-            continuation.resume(returning: .receipt(receipt))
-        } else {
+        switch receipts.deliver(receipt, from: site) {
+        case .delivered:
+            break
+        case .late:
             RouterMetrics.lateReceipts.increment()
             logger.debug("A receipt after its copy was answered: dropped", metadata: ["chain.copy": .string(receipt.id)])
+        case .wrongSite(let expected):
+            RouterMetrics.foreignReceipts.increment()
+            warn("foreign_receipt", "A site sent a receipt for a copy that went to another site: ignored", [
+                "chain.site": .string(site), "chain.copy_site": .string(expected), "chain.copy": .string(receipt.id),
+            ])
         }
     }
 }

@@ -28,7 +28,8 @@ struct ChainRouterApp {
         let queues = Gateway.replyQueues(config.im, client: replyClient, logger: logger)
         let channel = players ?? ReplyRouter(queues: queues, configured: config.im.providers, clock: clock, logger: logger)
         let router = try ChainRouter(
-            bus: config.bus, receiptTimeout: config.router.receiptTimeout, players: channel, clock: clock, logger: logger)
+            bus: config.bus, receiptTimeout: config.router.receiptTimeout, maxCommandsPerSecond: config.router.maxCommandsPerSecond,
+            players: channel, clock: clock, logger: logger)
         let routes = RouterRoutes(router: router, im: config.im, logger: logger, now: clock.wallNow)
         let http = application(config: config, routes: routes, logger: logger)
         var services: [any Service] = [ClientService(client: replyClient)]
@@ -75,7 +76,8 @@ struct ChainRouterApp {
 }
 
 /// The router's link as a service: connects at start, a beat round every
-/// second on its clock, and on graceful shutdown disconnects.
+/// second on its clock, the copies' receipt deadlines, and on graceful
+/// shutdown disconnects.
 struct RouterService: Service {
     let router: ChainRouter
     let clock: GameClock
@@ -85,11 +87,15 @@ struct RouterService: Service {
         router.start()
         let clock = clock, router = router
         await cancelWhenGracefulShutdown {
-            var next = clock.now()
-            while !Task.isCancelled {
-                next += .seconds(1)
-                do { try await clock.sleep(next) } catch { return }
-                router.tick()
+            await withDiscardingTaskGroup { group in
+                group.addTask { await router.receipts.run() }
+                var next = clock.now()
+                while !Task.isCancelled {
+                    next += .seconds(1)
+                    do { try await clock.sleep(next) } catch { break }
+                    router.tick()
+                }
+                group.cancelAll()
             }
         }
         await router.shutdown()

@@ -18,12 +18,26 @@ import Synchronization
 ///   bridged from the site's broker: what `/v1/sites` shows of a machine.
 ///
 /// An IM account (or a machine id, for a generic `to`) that two sites'
-/// directories both claim belongs to neither: a copy for it is answered as
-/// for nobody's (`unknown_machine`), and the dispute is logged as an error
-/// naming both sites when it appears.
+/// directories both claim belongs to neither, whichever kind of name each
+/// site gives it: a copy for it is answered as for nobody's
+/// (`unknown_machine`), and a claimed IM account is logged as an error
+/// naming both sites when it appears. (Machine ids such as `m1` repeat
+/// from site to site; in a chain players address machines by their IM
+/// accounts, which are unique in the app.)
+///
+/// What a site's topics may make the router hold is bounded (SPEC §9, no
+/// site speaks for another): a directory of at most ``maxMachines``
+/// machines with names of bounded length, and for each of those machines
+/// only its presence and a summary of its snapshot (the waiting list is
+/// left out: `/v1/sites` shows its length). Presence and snapshots of
+/// machines a site's directory does not list are dropped.
 final class ChainSites: Sendable {
     /// A site is reachable while its last heartbeat is younger than this.
     static let heartbeatFreshness: Duration = .seconds(3)
+    /// Machines in one site's directory, at most.
+    static let maxMachines = 1000
+    /// The longest machine id, IM account and name a directory may give.
+    static let maxNameBytes = 128
 
     let prefix: String
     private let clock: GameClock
@@ -42,6 +56,20 @@ final class ChainSites: Sendable {
         /// The sites whose directories name each IM account, and each machine id.
         var byAccount: [String: [String]] = [:]
         var byID: [String: [String]] = [:]
+        /// Since when the router holds every subscription on its current
+        /// connection; nil while it does not.
+        var listeningSince: Duration?
+    }
+
+    /// What the router knows of a site's liveness (SPEC §9).
+    enum Liveness: Sendable, Equatable {
+        /// Its heartbeat is less than ``heartbeatFreshness`` old.
+        case reachable
+        /// Not heard for ``heartbeatFreshness`` while the router listened.
+        case unreachable
+        /// Not heard since the router (re)started listening, which was less
+        /// than ``heartbeatFreshness`` ago: the router does not know yet.
+        case unknown
     }
 
     private struct MachineKey: Hashable {
@@ -141,14 +169,34 @@ final class ChainSites: Sendable {
                 case Presence.offline.rawValue: false
                 default: nil
                 }
-            state.withLock { $0.presence[MachineKey(site: site, machine: machine)] = online }
+            state.withLock { state in
+                guard Self.lists(state, site: site, machine: machine) else { return }
+                state.presence[MachineKey(site: site, machine: machine)] = online
+            }
         case .snapshot(let site, let machine):
-            let snapshot = payload.isEmpty ? nil : try? JSONDecoder().decode(QueueSnapshot.self, from: Data(payload))
-            state.withLock { $0.snapshots[MachineKey(site: site, machine: machine)] = snapshot }
+            var snapshot = payload.isEmpty ? nil : try? JSONDecoder().decode(QueueSnapshot.self, from: Data(payload))
+            if let player = snapshot?.player,
+                [player.accid, player.provider, player.nick, player.session, player.deadline ?? ""].contains(where: {
+                    $0.utf8.count > Self.maxNameBytes
+                })
+            {
+                snapshot?.player = nil
+            }
+            // Only the figures /v1/sites shows: the waiting list can be long.
+            snapshot?.waiting = []
+            state.withLock { state in
+                guard Self.lists(state, site: site, machine: machine) else { return }
+                state.snapshots[MachineKey(site: site, machine: machine)] = snapshot
+            }
         case .receipt:
             break
         }
         return nil
+    }
+
+    /// Whether `site`'s directory lists `machine`: only those have a presence and a snapshot here.
+    private static func lists(_ state: State, site: String, machine: String) -> Bool {
+        state.directories[site]?.machines.contains { $0.id == machine } == true
     }
 
     private func directory(_ site: String, _ payload: [UInt8]) {
@@ -160,21 +208,33 @@ final class ChainSites: Sendable {
                     metadata: ["chain.site": .string(site), "chain.bytes": "\(payload.count)"])
                 return
             }
+            let long = decoded.machines.first { machine in
+                [machine.id, machine.imAccount, machine.name].contains { $0.isEmpty || $0.utf8.count > Self.maxNameBytes }
+            }
+            guard decoded.machines.count <= Self.maxMachines, long == nil else {
+                logger.error(
+                    "A site's directory is over the router's bounds: kept what it had",
+                    metadata: [
+                        "chain.site": .string(site), "chain.machines": "\(decoded.machines.count)",
+                        "chain.max_machines": "\(Self.maxMachines)", "chain.max_name_bytes": "\(Self.maxNameBytes)",
+                    ])
+                return
+            }
             directory = decoded
             // The topic says whose it is: a site's user may publish only under its own name.
             directory?.site = site
         }
         let (added, disputes) = state.withLock { state -> (Bool, [(String, [String])]) in
-            let before = Set(state.byAccount.filter { $0.value.count > 1 }.keys)
+            let before = Set(Self.claimedTwice(state))
             let added = state.directories[site] == nil && directory != nil
             state.directories[site] = directory
-            if directory == nil {
-                state.presence = state.presence.filter { $0.key.site != site }
-                state.snapshots = state.snapshots.filter { $0.key.site != site }
-            }
+            // What the directory no longer lists goes with it.
+            let listed = Set(directory?.machines.map(\.id) ?? [])
+            state.presence = state.presence.filter { $0.key.site != site || listed.contains($0.key.machine) }
+            state.snapshots = state.snapshots.filter { $0.key.site != site || listed.contains($0.key.machine) }
             Self.index(&state)
-            let disputes = state.byAccount.filter { $0.value.count > 1 && !before.contains($0.key) }
-            return (added, disputes.map { ($0.key, $0.value) }.sorted { $0.0 < $1.0 })
+            let disputes = Self.claimedTwice(state).filter { !before.contains($0) }
+            return (added, disputes.map { ($0, Self.claimants(of: $0, state)) })
         }
         if let directory {
             logger.log(
@@ -201,28 +261,76 @@ final class ChainSites: Sendable {
         }
     }
 
-    /// The site that owns `to`: an IM account first (NetEase's `to`), else a machine id.
+    /// The sites that name `to`, as an IM account or as a machine id, sorted.
+    private static func claimants(of to: String, _ state: State) -> [String] {
+        Array(Set((state.byAccount[to] ?? []) + (state.byID[to] ?? []))).sorted()
+    }
+
+    /// IM accounts that two sites or more claim (as an account, or one's
+    /// account as another's machine id), sorted: logged when they appear.
+    private static func claimedTwice(_ state: State) -> [String] {
+        state.byAccount.keys.filter { claimants(of: $0, state).count > 1 }.sorted()
+    }
+
+    /// The site that owns `to`: the one site that names it, as an IM account
+    /// (NetEase's `to`) or a machine id (a generic `to`); two or more sites
+    /// naming it, in either way, is a dispute.
     func owner(of to: String) -> Owner {
         state.withLock { state in
-            guard let sites = state.byAccount[to] ?? state.byID[to] else { return .nobody }
-            return sites.count == 1 ? .site(sites[0]) : .disputed(sites)
+            let sites = Self.claimants(of: to, state)
+            switch sites.count {
+            case 0: return .nobody
+            case 1: return .site(sites[0])
+            default: return .disputed(sites)
+            }
         }
     }
 
-    func isReachable(_ site: String) -> Bool {
+    func liveness(of site: String) -> Liveness {
         let now = clock.now()
-        return state.withLock { Self.reachable(site, $0, now: now) }
+        return state.withLock { Self.liveness(site, $0, now: now) }
     }
 
     private static func reachable(_ site: String, _ state: State, now: Duration) -> Bool {
-        guard let last = state.heartbeats[site] else { return false }
-        return now - last < heartbeatFreshness
+        liveness(site, state, now: now) == .reachable
+    }
+
+    private static func liveness(_ site: String, _ state: State, now: Duration) -> Liveness {
+        let last = state.heartbeats[site]
+        if let last, now - last < heartbeatFreshness { return .reachable }
+        // A heartbeat from before the router listened again says nothing of now.
+        guard let since = state.listeningSince else { return .unknown }
+        if now - since < heartbeatFreshness, last.map({ $0 < since }) ?? true { return .unknown }
+        return .unreachable
+    }
+
+    /// The router holds every subscription of a new connection: heartbeats flow from now.
+    func listening() {
+        let now = clock.now()
+        state.withLock { state in
+            if state.listeningSince == nil { state.listeningSince = now }
+        }
+    }
+
+    /// The router's connection is gone: what it hears of liveness stops.
+    func deaf() {
+        state.withLock { $0.listeningSince = nil }
+    }
+
+    /// Sites with a directory whose liveness the router does not know yet, sorted.
+    var unknown: [String] {
+        let now = clock.now()
+        return state.withLock { state in state.directories.keys.filter { Self.liveness($0, state, now: now) == .unknown }.sorted() }
     }
 
     /// The sites with a directory, sorted: where the beats go.
     var known: [String] {
         state.withLock { $0.directories.keys.sorted() }
     }
+
+    /// Snapshots held, and the waiting players they hold (tests: the bounds).
+    var heldSnapshots: Int { state.withLock { $0.snapshots.count } }
+    var heldWaiting: Int { state.withLock { $0.snapshots.values.map(\.waiting.count).reduce(0, +) } }
 
     /// Sites with a directory, and how many of them are reachable.
     var counts: (known: Int, reachable: Int) {

@@ -49,6 +49,10 @@ enum RouterMetrics {
         buckets: [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500].map { .microseconds(Int64($0 * 1000)) })
     static let lateReceipts = registry.makeCounter(
         descriptor: family("router_receipts_late", "total", "Receipts for this router's copies that came after the copy was answered (late, or delivered twice): dropped."))
+    static let foreignReceipts = registry.makeCounter(
+        descriptor: family(
+            "router_receipts_foreign", "total",
+            "Receipts for one of this router's copies that came from another site than the copy went to: ignored (SPEC §9, no site speaks for another)."))
     static let beats = registry.makeCounter(
         descriptor: family("router_beats", "total", "Beats published on the sites' inboxes."))
     static let busUp = registry.makeGauge(
@@ -75,7 +79,7 @@ enum RouterMetrics {
 
     /// Makes every series known in advance.
     static func prepare() {
-        _ = (copies, refused, local, latency, lateReceipts, beats, busUp, busConnects, sites, sitesReachable)
+        _ = (copies, refused, local, latency, lateReceipts, foreignReceipts, beats, busUp, busConnects, sites, sitesReachable)
     }
 
     /// Brings the gauges read from the router up to date: before a scrape.

@@ -231,9 +231,7 @@ extension HeavySuites {
                 ]
                 try sites[0].publishDirectory([("m1", "claw_a1")])
                 try sites[1].publishDirectory([("m1", "claw_b1"), ("m2", "claw_b2")])
-                try await eventually("the router to be ready with both directories") {
-                    (try? await router.readiness())?.status == 200 && router.app.router.sites.known.count == 2
-                }
+                try await eventually("the router to hold both directories") { router.app.router.sites.known.count == 2 }
                 try await body(router, sites, netease)
             } catch {
                 await stopAll(router, sites, netease, broker)
@@ -249,11 +247,13 @@ extension HeavySuites {
             broker.stop()
         }
 
-        /// Both sites heard from now, on the router's clock.
+        /// Both sites heard from now, on the router's clock: the router is ready.
         static func heartbeats(_ router: RunningRouter, _ sites: [FakeSite]) async throws {
             for site in sites { try site.heartbeat() }
-            try await eventually("both sites to be reachable") {
-                sites.allSatisfy { router.app.router.sites.isReachable($0.name) }
+            try await eventually("both sites to be reachable and the router ready") {
+                let reachable = sites.allSatisfy { router.app.router.sites.liveness(of: $0.name) == .reachable }
+                guard reachable else { return false }
+                return try await router.readiness().status == 200
             }
         }
 
@@ -317,9 +317,34 @@ extension HeavySuites {
             }
         }
 
+        /// SPEC §9: a router that has just started is not ready before it
+        /// knows every site's liveness, and never tells a player
+        /// `gateway_unavailable` for a site it has simply not heard from yet.
+        @Test func aRouterThatHasJustStartedTriesASiteItHasNotHeardFromYetAndIsNotReady() async throws {
+            try await Self.with { router, sites, netease in
+                let waiting = try await router.readiness()
+                #expect(waiting.status == 503 && waiting.body.contains("heartbeats of arcade-1, arcade-2"), "\(waiting.body)")
+                // Not heard from yet: the copy goes to the site, whose receipt answers it.
+                let (answer, body) = try await router.copy(from: "erin", to: "claw_a1", #"{"command":6,"serial":5}"#)
+                #expect(answer.status == 200 && answer.body.contains("arcade-1"), "\(answer.body)")
+                #expect(sites[0].copies.items.map(\.body) == [body])
+                #expect(netease.sent.items.filter { $0.to == "erin" }.isEmpty, "no gateway_unavailable")
+                try sites[0].heartbeat()
+                try await eventually("still waiting for arcade-2 only") {
+                    let answer = try await router.readiness()
+                    return answer.status == 503 && answer.body.contains("heartbeats of arcade-2")
+                }
+                try sites[1].heartbeat()
+                try await eventually("ready") { try await router.readiness().status == 200 }
+            }
+        }
+
         @Test func aSiteWithoutAFreshHeartbeatGetsNothingAndThePlayerIsToldGatewayUnavailable() async throws {
             try await Self.with { router, sites, netease in
-                // Never heard from: unreachable.
+                // Never heard from in the 3 s since the router listened: unreachable; the router is ready all the same.
+                try await #require(router.clock).advance(by: .seconds(3))
+                try await eventually("ready without a heartbeat") { try await router.readiness().status == 200 }
+                #expect(router.app.router.sites.liveness(of: "arcade-1") == .unreachable)
                 let (answer, _) = try await router.copy(from: "erin", to: "claw_a1", #"{"command":2,"serial":5}"#)
                 #expect(answer.status == 200)
                 let (_, message) = try await Self.refusal(to: "erin", in: netease)
@@ -328,7 +353,7 @@ extension HeavySuites {
                 // Heard from, then silent for 3 s on the router's clock.
                 try await Self.heartbeats(router, sites)
                 try await #require(router.clock).advance(by: .seconds(3))
-                #expect(!router.app.router.sites.isReachable("arcade-1"))
+                #expect(router.app.router.sites.liveness(of: "arcade-1") == .unreachable)
                 let (late, _) = try await router.copy(from: "frank", to: "claw_a1", #"{"command":2,"serial":6}"#)
                 #expect(late.status == 200)
                 let (_, again) = try await Self.refusal(to: "frank", in: netease)
@@ -342,8 +367,81 @@ extension HeavySuites {
             }
         }
 
+        /// SPEC §9, no site speaks for another: a receipt counts only on the
+        /// `inbox/ack` of the site the copy went to.
+        @Test func aReceiptFromAnotherSiteThanTheCopysIsIgnored() async throws {
+            try await Self.with(testClock: false, receiptTimeout: "500ms", answering: false) { router, sites, _ in
+                try await Self.heartbeats(router, sites)
+                // arcade-1 learns arcade-2's copy ids (here by watching; before, ids were a counter) and answers them itself.
+                let url = router.app.config.bus.urls[0]
+                let spy = try MQTTClient(
+                    configuration: MQTTClientConfiguration(host: url.host, port: url.port, clientID: "spy"), logger: Logger(label: "spy"))
+                let attacker = sites[0]
+                spy.onMessage { message in
+                    guard let copy = ChainCopy.decode(message.payload) else { return }
+                    let receipt = ChainReceipt(id: copy.id, status: 200, body: #"{"code":200}"#)
+                    try? attacker.publish(attacker.topics.inboxAck, String(decoding: receipt.payload, as: UTF8.self), retain: false)
+                }
+                let granted = Recorder<MQTTSubscribeAck>()
+                spy.onSubscribeAck { granted.append($0) }
+                spy.subscribe([sites[1].topics.inbox], qos: .atMostOnce)
+                spy.start()
+                try await eventually("the spy to listen") { !granted.items.isEmpty }
+                let (answer, _) = try await router.copy(from: "gina", to: "claw_b1", #"{"command":6}"#)
+                await spy.shutdown()
+                #expect(answer.status == 503 && answer.json["code"] as? String == "no_receipt", "\(answer.body)")
+                #expect(try await router.metric("claw_router_receipts_foreign_total") ?? 0 >= 1)
+            }
+        }
+
+        /// SPEC §9: an IM account or machine id that two sites name, in either way, routes to neither.
+        @Test func aSiteClaimingAnotherSitesNameTakesNothingOfIt() async throws {
+            try await Self.with { router, sites, netease in
+                try await Self.heartbeats(router, sites)
+                // arcade-2 names as its IM account what is arcade-1's machine id for generic copies, and arcade-1's IM account as a machine id.
+                try sites[1].publishDirectory([("m1", "claw_b1"), ("m2", "claw_b2"), ("claw_a1", "a1-generic")])
+                try await eventually("the new directory") { router.app.router.sites.owner(of: "a1-generic") == .site("arcade-2") }
+                #expect(router.app.router.sites.owner(of: "claw_a1") == .disputed(["arcade-1", "arcade-2"]))
+                let (answer, _) = try await router.copy(from: "hal", to: "claw_a1", #"{"command":6,"serial":9}"#)
+                #expect(answer.status == 200 && answer.body == #"{"code":200}"#)
+                let (_, message) = try await Self.refusal(to: "hal", in: netease)
+                #expect(message.data == "unknown_machine")
+                #expect(sites.allSatisfy { $0.copies.items.isEmpty }, "neither site got it")
+            }
+        }
+
+        /// SPEC §9: the router keeps snapshots and presence only for machines
+        /// in a site's directory, within bounds.
+        @Test func snapshotsOfMachinesNoDirectoryListsAreNotKept() async throws {
+            try await Self.with { router, sites, _ in
+                try await Self.heartbeats(router, sites)
+                let big = QueueSnapshot(
+                    machine: "m2", seq: 1, state: .idle, online: true, paused: false, player: nil,
+                    waiting: (0..<2000).map { WaitingPlayer(accid: "p\($0)", provider: "netease", nick: String(repeating: "n", count: 90)) })
+                for index in 0..<50 {
+                    try sites[1].publish("claw/arcade-2/ghost\(index)/queue", String(decoding: big.encoded(), as: UTF8.self))
+                    try sites[1].publish("claw/arcade-2/ghost\(index)/state", "online")
+                }
+                try sites[1].publish("claw/arcade-2/m2/queue", String(decoding: big.encoded(), as: UTF8.self))
+                var machines: [[String: Any]] = []
+                try await eventually("m2's snapshot") {
+                    machines = (try await router.read("/v1/sites").json["sites"] as? [[String: Any]])?.last?["machines"] as? [[String: Any]] ?? []
+                    return machines.last?["queue_length"] as? Int == 2000
+                }
+                #expect(machines.map { $0["id"] as? String } == ["m1", "m2"], "no ghost machine")
+                #expect(router.app.router.sites.heldSnapshots == 1, "only the listed machine's snapshot is held")
+                #expect(router.app.router.sites.heldWaiting == 0, "and not its waiting list")
+                // A directory over the bounds is refused whole; the last one stays.
+                try sites[1].publishDirectory((0...ChainSites.maxMachines).map { ("x\($0)", "claw_x\($0)") })
+                try sites[1].heartbeat()
+                #expect(router.app.router.sites.owner(of: "claw_b2") == .site("arcade-2"))
+                #expect(router.app.router.sites.owner(of: "claw_x1") == .nobody)
+            }
+        }
+
         @Test func noReceiptInTimeIs503AndALateOneIsCountedAndDropped() async throws {
-            try await Self.with(receiptTimeout: "300ms", answering: false) { router, sites, _ in
+            // The receipt deadlines run on the router's clock: the system's here, to time the answer.
+            try await Self.with(testClock: false, receiptTimeout: "300ms", answering: false) { router, sites, _ in
                 try await Self.heartbeats(router, sites)
                 let lateBefore = try await router.metric("claw_router_receipts_late_total") ?? 0
                 let started = ContinuousClock.now
@@ -457,6 +555,7 @@ extension HeavySuites {
                 #expect(try await HTTP.get("\(router.base)/healthz").status == 200)
                 site = try await FakeSite(broker: broker, name: "arcade-9")
                 try site?.publishDirectory([("m1", "claw_z1")])
+                try site?.heartbeat()
                 try await eventually("readyz to be 200") { try await router.readiness().status == 200 }
             } catch {
                 Issue.record(error)
