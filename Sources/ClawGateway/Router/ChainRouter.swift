@@ -264,7 +264,7 @@ final class ChainRouter: Sendable {
             }
             link.refusal =
                 "the chain's cluster refused the router's subscription to \(ack.refused.joined(separator: ", ")); "
-                + "check the router user's permissions (deploy/chain/users.conf)"
+                + "check the router login's permissions (deploy/chain/README.md, \"Users and what they may do\")"
             return true
         }
         guard refused else {

@@ -14,7 +14,7 @@ extension HeavySuites {
             let site: TestSite
             var gateway: ChildProcess?
 
-            init(cluster: NATSCluster, site name: String = "arcade-1", user: String = "site-arcade-1") throws {
+            init(cluster: NATSCluster, site name: String = "arcade-1", user: String = "site-arcade-1", topicPrefix: String = "claw") throws {
                 broker = try MosquittoBroker.start()
                 site = try TestSite(
                     broker: broker, machines: ["m1", "m2"],
@@ -25,7 +25,7 @@ extension HeavySuites {
                           username: \(user)
                           password: \(NATSCluster.passwords[user] ?? "")
 
-                        """)
+                        """, topicPrefix: topicPrefix)
                 gateway = try GatewayBinary.start(["run", "--config", site.config.path], log: site.log)
             }
 
@@ -125,15 +125,15 @@ extension HeavySuites {
 
         @Test func aSubscriptionTheClusterRefusesIsABrokenLinkOnReadyz() async throws {
             let cluster = try await NATSCluster.start()
-            // arcade-1's user may not read arcade-3's inbox.
-            let site = try ChainSite(cluster: cluster, site: "arcade-3", user: "site-arcade-1")
+            // arcade-1's login may read only claw/arcade-1/..., not arcade/arcade-1/...: a site whose topic prefix is not the chain's.
+            let site = try ChainSite(cluster: cluster, topicPrefix: "arcade")
             var reason = ""
             try await eventually("readyz to say the subscription was refused", timeout: .seconds(30)) {
                 guard let answer = await site.readiness(), answer.status == 503 else { return false }
                 reason = answer.body
-                return answer.body.contains("refused the link's subscription to claw/arcade-3/inbox")
+                return answer.body.contains("refused the link's subscription to arcade/arcade-1/inbox")
             }
-            #expect(reason.contains("users.conf"))
+            #expect(reason.contains("Users and what they may do"))
             // It is retried (on the next node), and refused again: counted in the log, never ready.
             try await eventually("a second refusal", timeout: .seconds(20)) {
                 site.site.logText.components(separatedBy: "Chain link subscription refused").count > 2

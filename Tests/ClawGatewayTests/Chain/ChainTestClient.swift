@@ -13,9 +13,10 @@ final class ChainTestClient: Sendable {
 
     /// Connects to the first of `urls` that answers (the others in turn).
     init(
-        _ urls: [String], user: String, password: String? = nil, clientID: String = "test-\(UUID().uuidString.prefix(8))",
-        cleanSession: Bool = true, waitForConnection: Bool = true
+        _ urls: [String], user: String, password: String? = nil, clientID: String? = nil, cleanSession: Bool = true,
+        waitForConnection: Bool = true
     ) async throws {
+        let clientID = clientID ?? Self.clientID(for: user)
         let brokers = urls.compactMap { URLComponents(string: $0) }.map { MQTTBrokerAddress(host: $0.host ?? "", port: $0.port ?? 1883) }
         var configuration = MQTTClientConfiguration(host: brokers[0].host, port: brokers[0].port, clientID: clientID)
         configuration.alternates = Array(brokers.dropFirst())
@@ -32,6 +33,17 @@ final class ChainTestClient: Sendable {
         if waitForConnection {
             let client = client
             try await eventually("\(user) to connect to the cluster", timeout: .seconds(20)) { client.isConnected }
+        }
+    }
+
+    /// A client id the chain's login service lets `user` have, new each time.
+    static func clientID(for user: String) -> String {
+        let test = "test-\(UUID().uuidString.prefix(8))"
+        switch user {
+        case "router": return "claw-router-\(test)"
+        case "recorder": return "claw-recorder-\(test)"
+        case let site where site.hasPrefix("site-"): return "claw-\(site)_\(test)"
+        default: return test
         }
     }
 

@@ -12,7 +12,8 @@ struct TestSite {
     /// - Parameter extra: YAML appended at the top level (e.g. an `im:` section).
     init(
         broker: MosquittoBroker, machines: [String] = ["m1", "m2"], game: String = "", extra: String = "",
-        adminToken: String? = nil, logLevel: String = "debug", http: String = "", keepalive: Int = 30, gateway: String = ""
+        adminToken: String? = nil, logLevel: String = "debug", http: String = "", keepalive: Int = 30, gateway: String = "",
+        topicPrefix: String = "claw"
     ) throws {
         directory = try TemporaryDirectory.make(prefix: "site")
         httpPort = try FreePort.next()
@@ -24,6 +25,7 @@ struct TestSite {
             mqtt:
               url: \(broker.url)
               keepalive: \(keepalive)
+              topic_prefix: \(topicPrefix)
             http:
               listen: 127.0.0.1:\(httpPort)
             \(adminToken.map { "  admin_token: \($0)" } ?? "")
