@@ -80,19 +80,11 @@ struct ChainCopy: Codable, Sendable, Equatable {
         Int64((date.timeIntervalSince1970 * 1000).rounded())
     }
 
-    var payload: [UInt8] {
-        (try? Array(Self.encoder.encode(self))) ?? []
-    }
+    var payload: [UInt8] { JSONCoding.encode(self) }
 
     static func decode(_ payload: [UInt8]) -> ChainCopy? {
-        try? JSONDecoder().decode(ChainCopy.self, from: Data(payload))
+        JSONCoding.decode(ChainCopy.self, from: payload)
     }
-
-    private static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }()
 }
 
 /// The site's receipt for a copy, on `<prefix>/<site>/inbox/ack`: the answer
@@ -108,11 +100,9 @@ struct ChainReceipt: Codable, Sendable, Equatable {
     /// The site's answer body (JSON, as text).
     var body: String
 
-    var payload: [UInt8] {
-        (try? Array(JSONEncoder().encode(self))) ?? []
-    }
+    var payload: [UInt8] { JSONCoding.encode(self) }
 
     static func decode(_ payload: [UInt8]) -> ChainReceipt? {
-        try? JSONDecoder().decode(ChainReceipt.self, from: Data(payload))
+        JSONCoding.decode(ChainReceipt.self, from: payload)
     }
 }

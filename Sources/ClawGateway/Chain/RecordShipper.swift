@@ -10,7 +10,11 @@ import Synchronization
 /// touches a machine or the writer, so shipping can neither delay a game nor
 /// hold a machine's lock.
 ///
-/// The recorder's retained acknowledgement (`{"upto":N}`) says what is safe.
+/// The recorder's retained acknowledgement (`{"epoch":E,"upto":N}`) says
+/// what is safe. It counts only for this file's epoch: a site whose SQLite
+/// file was replaced (restored, reinstalled, lost) numbers its games from 1
+/// again in a new epoch, and the acknowledgement of the old one says
+/// nothing of them, so they are shipped from the start.
 /// At most ``window`` records are in flight above it; each acknowledgement
 /// that moves it sends the next ones at once. After every connect, and when
 /// the acknowledgement has not moved for `chain.resend_interval` while records
@@ -89,7 +93,15 @@ final class RecordShipper: Sendable {
     @discardableResult
     func acknowledged(_ ack: ChainRecordsAck) -> Bool {
         let now = clock.now()
+        let epoch = store.epoch.id
         return state.withLock { state in
+            guard ack.epoch == epoch else {
+                // Another file's numbering: this one's is unacknowledged, from its start.
+                guard state.acked == nil else { return false }
+                state.acked = 0
+                state.progressAt = now
+                return true
+            }
             guard ack.upto > (state.acked ?? -1) else { return false }
             state.acked = ack.upto
             state.sent = max(state.sent, ack.upto)
@@ -122,13 +134,28 @@ final class RecordShipper: Sendable {
         }
         guard let from else { return }
         do {
-            let last = try await store.lastRecordNumber()
+            let epoch = store.epoch
+            let last = try await store.lastRecordNumber() - epoch.base
+            if state.withLock({ ($0.acked ?? 0) > last }) {
+                // The chain holds more of this epoch than the file: a backup
+                // was put back. Its games from now on are a new epoch's, from 1.
+                let started = try await store.startEpoch()
+                logger.warning(
+                    "The chain holds more game records of this file's epoch than the file: it was restored from a backup. A new epoch starts",
+                    metadata: ["chain.epoch": .string(started.id), "chain.epoch_base": "\(started.base)"])
+                state.withLock { state in
+                    state.acked = 0
+                    state.sent = 0
+                    state.progressAt = now
+                }
+                return
+            }
             state.withLock { $0.lastNumber = last }
             let room = state.withLock { ($0.acked ?? 0) + Self.window - from }
             guard last > from, room > 0 else { return }
-            let records = try await store.records(after: from, limit: Int(min(room, Self.window)))
+            let records = try await store.records(of: epoch, after: from, limit: Int(min(room, Self.window)))
             for (seq, game) in records {
-                try publish(ChainRecord(site: site, seq: seq, game: game).payload)
+                try publish(ChainRecord(site: site, epoch: epoch.id, seq: seq, game: game).payload)
                 state.withLock { state in
                     // A rewind or a reconnect in between starts over; never go back.
                     if state.sent == seq - 1 {

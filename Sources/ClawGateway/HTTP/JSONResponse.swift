@@ -6,10 +6,9 @@ enum JSONResponse {
     static let maxBody = 64 * 1024
 
     static func make(_ status: HTTPResponse.Status = .ok, _ value: some Encodable) -> Response {
-        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
-        return Response(
+        Response(
             status: status, headers: [.contentType: "application/json"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: JSONCoding.encode(value))))
     }
 
     /// The ingress's answer as a response of the router.
@@ -26,12 +25,6 @@ enum JSONResponse {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: refusal.body)))
         if let seconds = refusal.retryAfter { response.headers[.retryAfter] = String(seconds) }
         return response
-    }
-
-    private static var encoder: JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
     }
 }
 

@@ -101,9 +101,7 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
             gateway: gatewayID, version: ClawGatewayCommand.version, now: Timestamp.string(now()), uptimeSeconds: Int(uptime().seconds),
             admin: admin, statsIntervalSeconds: statsInterval.seconds,
             machines: arcade.machines.map { StreamHello.Machine(id: $0.id, name: $0.config.name) })
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
-        return Array((try? encoder.encode(hello)) ?? Data("{}".utf8))
+        return JSONCoding.encode(hello)
     }
 }
 

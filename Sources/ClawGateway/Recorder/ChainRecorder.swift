@@ -5,7 +5,12 @@ import Synchronization
 /// The chain's recorder (SPEC §10): one MQTT 3.1.1 connection to the chain's
 /// cluster, subscribed to every site's `<prefix>/+/records`, and each record
 /// written into PostgreSQL (``RecorderStore``) before its site's progress is
-/// acknowledged, retained, on `<prefix>/<site>/records/ack` `{"upto":N}`.
+/// acknowledged, retained, on `<prefix>/<site>/records/ack` `{"epoch":E,"upto":N}`.
+///
+/// A record the database cannot hold as it is (a field over its limit, a
+/// value no game has, one PostgreSQL refuses as data, one that does not
+/// decode but says its place) is set aside at its place, counted, and shown
+/// on `GET /v1/records/set-aside`: it never stops the records behind it.
 ///
 /// **Clean session false, with a stable client id.** The cluster keeps the
 /// recorder's subscription and the records published while it was away, and
@@ -49,10 +54,12 @@ final class ChainRecorder: Sendable {
         case written
         /// Already there (sent again, or written by another recorder): acknowledged all the same.
         case duplicate
-        /// Does not decode, or holds values no game has: never written.
+        /// Does not decode and does not say its place: never written, and the site's progress waits at it.
         case malformed
-        /// Its `site` is not the site of the topic it came on: never written.
+        /// Its `site` is not the site of the topic it came on: set aside.
         case forged
+        /// Set aside at its place: a field over its limit, values no game has, refused by the database as data.
+        case setAside = "set_aside"
     }
 
     struct RecorderState {
@@ -164,48 +171,73 @@ final class ChainRecorder: Sendable {
     private func handle(_ message: MQTTMessage) async {
         guard let site = site(of: message.topic) else { return }
         guard let record = ChainRecord.decode(message.payload) else {
-            count(.malformed)
-            warn("malformed", "A record that does not decode: not written", ["chain.site": .string(site), "chain.bytes": "\(message.payload.count)"])
+            guard let place = ChainRecord.place(of: message.payload) else {
+                count(.malformed)
+                warn("malformed", "A record that does not decode nor say its place: not written", [
+                    "chain.site": .string(site), "chain.bytes": "\(message.payload.count)",
+                ])
+                return
+            }
+            await setAside(site: site, epoch: place.epoch, seq: place.seq, reason: "does not decode as a game record", message.payload)
             return
         }
         guard record.site == site else {
             count(.forged)
-            warn("forged", "A record for another site than its topic's: not written", [
-                "chain.site": .string(site), "chain.record_site": .string(String(record.site.prefix(64))),
-            ])
+            await setAside(
+                site: site, epoch: record.epoch, seq: record.seq,
+                reason: "its site \(String(record.site.prefix(64))) is not its topic's", message.payload)
             return
         }
         let valid: ValidRecord
         switch ValidRecord.check(record) {
         case .failure(let problem):
-            count(.malformed)
-            warn("invalid", "A record with values no game has: not written", [
-                "chain.site": .string(site), "chain.seq": "\(record.seq)", "chain.problem": .string(problem.description),
-            ])
+            await setAside(site: site, epoch: record.epoch, seq: record.seq, reason: problem.description, message.payload)
             return
         case .success(let checked):
             valid = checked
         }
-        var delay = Self.backoff.lowerBound
-        while true {
+        await retrying(site: site, seq: record.seq) {
             let started = ContinuousClock.now
             do {
                 let written = try await store.write(valid)
                 RecorderMetrics.writeLatency.recordNanoseconds(Int64((ContinuousClock.now - started).seconds * 1e9))
                 count(written.inserted ? .written : .duplicate)
-                acknowledge(site: site, upto: written.upto)
-                return
+                acknowledge(site: site, epoch: record.epoch, upto: written.upto)
             } catch let refused as RecorderStore.Refused {
-                count(.malformed)
-                warn("refused", "A record the database refuses as data: not written", [
-                    "chain.site": .string(site), "chain.seq": "\(record.seq)", "db.error": .string(refused.description),
-                ])
+                await setAside(site: site, epoch: record.epoch, seq: record.seq, reason: refused.description, message.payload)
+            }
+        }
+    }
+
+    /// Sets a record aside at its place and acknowledges what that lets through.
+    private func setAside(site: String, epoch: String, seq: Int64, reason: String, _ payload: [UInt8]) async {
+        guard epoch.utf8.count <= ValidRecord.maxEpochBytes, seq >= 1 else {
+            count(.malformed)
+            return
+        }
+        warn("set_aside", "A record the database cannot hold as it is: set aside, the records behind it go on", [
+            "chain.site": .string(site), "chain.epoch": .string(epoch), "chain.seq": "\(seq)", "chain.problem": .string(reason),
+        ])
+        await retrying(site: site, seq: seq) {
+            let written = try await store.setAside(site: site, epoch: epoch, seq: seq, reason: reason, payload: payload)
+            if written.inserted { count(.setAside) }
+            acknowledge(site: site, epoch: epoch, upto: written.upto)
+        }
+    }
+
+    /// Runs `body` until it does not fail for want of the database: while
+    /// it cannot be reached, again with the backoff, nothing acknowledged.
+    private func retrying(site: String, seq: Int64, _ body: () async throws -> Void) async {
+        var delay = Self.backoff.lowerBound
+        while true {
+            do {
+                try await body()
                 return
             } catch {
                 if Task.isCancelled { return }
                 state.withLock { $0.failures += 1 }
                 warn("database", "A record not written: the database cannot be reached; retrying, nothing acknowledged", [
-                    "chain.site": .string(site), "chain.seq": "\(record.seq)", "db.error": .string(RecorderStore.describe(error)),
+                    "chain.site": .string(site), "chain.seq": "\(seq)", "db.error": .string(RecorderStore.describe(error)),
                 ])
                 do { try await clock.sleep(clock.now() + delay) } catch { return }
                 delay = min(delay * 2, Self.backoff.upperBound)
@@ -214,10 +246,10 @@ final class ChainRecorder: Sendable {
     }
 
     /// Retained, QoS 1: the site's progress as the database has it, after COMMIT.
-    private func acknowledge(site: String, upto: Int64) {
+    private func acknowledge(site: String, epoch: String, upto: Int64) {
         let topic = ChainTopics(prefix: prefix, site: site).recordsAck
         do {
-            try client.publish(topic, payload: ChainRecordsAck(upto: upto).payload, qos: .atLeastOnce, retain: true)
+            try client.publish(topic, payload: ChainRecordsAck(epoch: epoch, upto: upto).payload, qos: .atLeastOnce, retain: true)
             state.withLock { $0.acks += 1 }
         } catch {
             // The site sends again what is above its last acknowledgement; this one goes out with the next write.
@@ -273,7 +305,7 @@ final class ChainRecorder: Sendable {
             }
             state.refusal =
                 "the chain's cluster refused the recorder's subscription to \(ack.refused.joined(separator: ", ")); "
-                + "check the recorder user's permissions (deploy/chain/users.conf)"
+                + "check the recorder login's permissions (deploy/chain/README.md, \"Users and what they may do\")"
             return true
         }
         guard refused else {

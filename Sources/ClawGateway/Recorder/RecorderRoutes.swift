@@ -17,6 +17,9 @@ struct RecorderRoutes: Sendable {
 
     static let maxLimit = 500
     static let defaultLimit = 50
+    /// Deeper pages take `since`/`until`: an offset makes the database read
+    /// and skip every row before it.
+    static let maxOffset = 100_000
     static let maxDays = 90
     static let defaultDays = 7
     static let maxHours = 24 * 30
@@ -53,9 +56,17 @@ struct RecorderRoutes: Sendable {
             filter.since = try query.time("since")
             filter.until = try query.time("until")
             filter.limit = try query.integer("limit", default: Self.defaultLimit, range: 1...Self.maxLimit)
-            filter.offset = try query.integer("offset", default: 0, range: 0...1_000_000_000)
+            filter.offset = try query.integer("offset", default: 0, range: 0...Self.maxOffset)
             let games = try await read { try await recorder.store.games(filter) }
             return JSONResponse.make(.ok, GamePage(games: games))
+        }
+        reads.get("/v1/records/set-aside") { request, _ in
+            let query = try Query(request, allowed: ["site", "limit", "offset"])
+            let site = try query.text("site")
+            let limit = try query.integer("limit", default: Self.defaultLimit, range: 1...Self.maxLimit)
+            let offset = try query.integer("offset", default: 0, range: 0...Self.maxOffset)
+            let records = try await read { try await recorder.store.setAside(site: site, limit: limit, offset: offset) }
+            return JSONResponse.make(.ok, SetAsidePage(records: records))
         }
         reads.get("/v1/report/daily") { request, _ in
             let query = try Query(request, allowed: ["site", "machine", "days"])
@@ -161,4 +172,9 @@ struct RecorderRoutes: Sendable {
             return text.count == 10 ? formatter.date(from: text) : nil
         }
     }
+}
+
+/// `GET /v1/records/set-aside`: the records the database could not hold as they came, newest first.
+struct SetAsidePage: Codable, Sendable {
+    var records: [SetAsideRecord]
 }

@@ -10,23 +10,33 @@ import Synchronization
 ///
 /// Tables, created and migrated by the recorder at start (`schema_version`
 /// says how far):
-/// - `games`: the §5 game, plus `site`, the site's `seq` and `received_at`;
-///   unique by `(site, id)`, so that a record sent twice, or written by two
-///   recorders at once, is one row.
-/// - `sites_progress(site, upto)`: every record of the site with a sequence
-///   from 1 to `upto` is in `games`.
+/// - `games`: the §5 game, plus `site`, the site file's `epoch`, the site's
+///   `seq` in it and `received_at`; unique by `(site, id)`, so that a record
+///   sent twice, or written by two recorders at once, is one row.
+/// - `set_aside(site, epoch, seq, reason, payload)`: records the database
+///   cannot hold as they are (a field too long, values no game has), kept
+///   as they came for an operator to see, so that they never stop the
+///   records behind them.
+/// - `sites_progress(site, epoch, upto)`: every record of the site's epoch
+///   with a sequence from 1 to `upto` is in `games` or set aside.
 ///
-/// A record is written in one transaction: the site's progress row locked
-/// (every recorder writing that site waits its turn there), the game
-/// inserted unless it is there, and `upto` moved over every consecutive
-/// sequence now present. `upto` is computed in the database from the rows,
-/// never from what one recorder remembers, so records arriving out of order,
-/// twice, or at another recorder still give the right figure.
+/// A record is written in one transaction: the progress row of its site and
+/// epoch locked (every recorder writing that site waits its turn there), the
+/// game inserted unless it is there (or the record set aside), and `upto`
+/// moved over every consecutive sequence now present. `upto` is computed in
+/// the database from the rows, never from what one recorder remembers, so
+/// records arriving out of order, twice, or at another recorder still give
+/// the right figure.
+///
+/// Reads (the history routes) never take the connections the writer needs:
+/// at most ``maxReads`` run at once, each within a statement timeout.
 final class RecorderStore: Sendable {
     let client: PostgresClient
     let url: DatabaseURL
     private let logger: Logger
     private let state = Mutex(StoreState())
+    /// The readers' share of the pool (``read(_:_:)``).
+    private let reads = ReadGate(permits: RecorderStore.maxReads)
     /// How long one statement (or the transaction of one record) may take
     /// before the database counts as unreachable.
     static let timeout: Duration = .seconds(5)
@@ -45,7 +55,7 @@ final class RecorderStore: Sendable {
             host: url.host, port: url.port, username: url.username, password: url.password, database: url.database,
             tls: Self.tls(url.tls))
         configuration.options.connectTimeout = .seconds(3)
-        configuration.options.maximumConnections = 8
+        configuration.options.maximumConnections = Self.maxConnections
         configuration.options.keepAliveBehavior = .init(frequency: .seconds(10))
         // postgres-nio logs every failed connection attempt; the recorder says
         // once that the database is down, and on readyz and in metrics.
@@ -103,7 +113,28 @@ final class RecorderStore: Sendable {
             "CREATE INDEX games_site_machine_offered ON games (site, machine, offered_at DESC)",
             "CREATE INDEX games_player_offered ON games (player, offered_at DESC)",
             "CREATE TABLE sites_progress (site text PRIMARY KEY, upto bigint NOT NULL DEFAULT 0)",
-        ]
+        ],
+        // SPEC §10: a site's numbering is per epoch of its SQLite file; records
+        // the database cannot hold are set aside, never retried for ever.
+        [
+            "ALTER TABLE games ADD COLUMN epoch text NOT NULL DEFAULT ''",
+            "ALTER TABLE sites_progress ADD COLUMN epoch text NOT NULL DEFAULT ''",
+            "ALTER TABLE sites_progress DROP CONSTRAINT sites_progress_pkey",
+            "ALTER TABLE sites_progress ADD PRIMARY KEY (site, epoch)",
+            "DROP INDEX games_site_seq",
+            "CREATE INDEX games_site_epoch_seq ON games (site, epoch, seq)",
+            """
+            CREATE TABLE set_aside (
+                site text NOT NULL,
+                epoch text NOT NULL,
+                seq bigint NOT NULL,
+                reason text NOT NULL,
+                payload text NOT NULL,
+                received_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (site, epoch, seq)
+            )
+            """,
+        ],
     ]
 
     /// Brings the schema to the last version, under an advisory lock: two
@@ -171,46 +202,23 @@ final class RecorderStore: Sendable {
     func write(_ record: ValidRecord) async throws -> Written {
         try await migrate()
         let game = record.record.game
-        let site = record.record.site
-        let seq = record.record.seq
+        let (site, epoch, seq) = (record.record.site, record.record.epoch, record.record.seq)
         let outcome = game.outcome?.rawValue
         let commands = Int32(clamping: game.commands)
         do {
             return try await timed { [client, logger] in
                 try await client.withTransaction(logger: logger) { connection -> Written in
-                    // The site's row, locked: recorders writing this site take turns here.
-                    try await connection.query(
-                        """
-                        INSERT INTO sites_progress (site, upto) VALUES (\(site), 0)
-                        ON CONFLICT (site) DO UPDATE SET upto = sites_progress.upto
-                        """, logger: logger)
+                    try await Self.lockProgress(site: site, epoch: epoch, connection, logger)
                     let inserted = try await connection.query(
                         """
-                        INSERT INTO games (site, id, seq, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands)
-                        VALUES (\(site), \(game.id), \(seq), \(game.machine), \(game.player), \(game.provider), \(game.nick), \(outcome),
+                        INSERT INTO games (site, epoch, id, seq, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands)
+                        VALUES (\(site), \(epoch), \(game.id), \(seq), \(game.machine), \(game.player), \(game.provider), \(game.nick), \(outcome),
                                 \(record.offeredAt), \(record.startedAt), \(record.endedAt), \(commands))
                         ON CONFLICT (site, id) DO NOTHING
                         RETURNING 1
                         """, logger: logger
                     ).collect().count == 1
-                    var upto: Int64 = 0
-                    for try await value in try await connection.query(
-                        """
-                        UPDATE sites_progress SET upto = (
-                            WITH RECURSIVE run(n) AS (
-                                SELECT p.upto FROM sites_progress p WHERE p.site = \(site)
-                                UNION ALL
-                                SELECT run.n + 1 FROM run
-                                WHERE EXISTS (SELECT 1 FROM games g WHERE g.site = \(site) AND g.seq = run.n + 1)
-                            )
-                            SELECT max(n) FROM run
-                        )
-                        WHERE site = \(site)
-                        RETURNING upto
-                        """, logger: logger
-                    ).decode(Int64.self) {
-                        upto = value
-                    }
+                    let upto = try await Self.advance(site: site, epoch: epoch, connection, logger)
                     return Written(inserted: inserted, upto: upto)
                 }
             }
@@ -220,14 +228,74 @@ final class RecorderStore: Sendable {
         }
     }
 
-    /// The database's refusal of the values themselves (SQLSTATE class 22,
-    /// data exception: a NUL byte in a name, a number out of range), which
-    /// no retry mends.
+    /// Sets a record aside at its place (site, epoch, seq), as it came, with
+    /// why, and moves the site's progress over it: the records behind it go on.
+    func setAside(site: String, epoch: String, seq: Int64, reason: String, payload: [UInt8]) async throws -> Written {
+        try await migrate()
+        // PostgreSQL's text holds no NUL; what came is kept readable.
+        let text = String(decoding: payload.prefix(Self.maxSetAsideBytes), as: UTF8.self).replacingOccurrences(of: "\u{0}", with: "\\u0000")
+        return try await timed { [client, logger] in
+            try await client.withTransaction(logger: logger) { connection -> Written in
+                try await Self.lockProgress(site: site, epoch: epoch, connection, logger)
+                let inserted = try await connection.query(
+                    """
+                    INSERT INTO set_aside (site, epoch, seq, reason, payload) VALUES (\(site), \(epoch), \(seq), \(reason), \(text))
+                    ON CONFLICT (site, epoch, seq) DO NOTHING
+                    RETURNING 1
+                    """, logger: logger
+                ).collect().count == 1
+                return Written(inserted: inserted, upto: try await Self.advance(site: site, epoch: epoch, connection, logger))
+            }
+        }
+    }
+
+    /// What of a set-aside record's payload is kept.
+    static let maxSetAsideBytes = 64 << 10
+
+    /// The progress row of a site's epoch, locked: recorders writing it take turns here.
+    private static func lockProgress(site: String, epoch: String, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        try await connection.query(
+            """
+            INSERT INTO sites_progress (site, epoch, upto) VALUES (\(site), \(epoch), 0)
+            ON CONFLICT (site, epoch) DO UPDATE SET upto = sites_progress.upto
+            """, logger: logger)
+    }
+
+    /// Moves the progress of a site's epoch over every consecutive sequence
+    /// now written or set aside, and returns it.
+    private static func advance(site: String, epoch: String, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
+        var upto: Int64 = 0
+        for try await value in try await connection.query(
+            """
+            UPDATE sites_progress SET upto = (
+                WITH RECURSIVE run(n) AS (
+                    SELECT p.upto FROM sites_progress p WHERE p.site = \(site) AND p.epoch = \(epoch)
+                    UNION ALL
+                    SELECT run.n + 1 FROM run
+                    WHERE EXISTS (SELECT 1 FROM games g WHERE g.site = \(site) AND g.epoch = \(epoch) AND g.seq = run.n + 1)
+                       OR EXISTS (SELECT 1 FROM set_aside a WHERE a.site = \(site) AND a.epoch = \(epoch) AND a.seq = run.n + 1)
+                )
+                SELECT max(n) FROM run
+            )
+            WHERE site = \(site) AND epoch = \(epoch)
+            RETURNING upto
+            """, logger: logger
+        ).decode(Int64.self) {
+            upto = value
+        }
+        return upto
+    }
+
+    /// The database's refusal of the values themselves, which no retry
+    /// mends: SQLSTATE class 22 (data exception: a NUL byte in a name, a
+    /// number out of range), 23 (a constraint) and 54 (a program limit: a
+    /// value too long for an index row).
     private static func dataRefusal(_ error: any Error) -> Refused? {
         var error: (any Error)? = error
         if let transaction = error as? PostgresTransactionError { error = transaction.closureError ?? transaction.commitError }
-        guard let psql = error as? PSQLError, let state = psql.serverInfo?[.sqlState], state.hasPrefix("22") else { return nil }
-        return Refused(description: "\(state): \(psql.serverInfo?[.message] ?? "data exception")")
+        guard let psql = error as? PSQLError, let state = psql.serverInfo?[.sqlState], ["22", "23", "54"].contains(String(state.prefix(2)))
+        else { return nil }
+        return Refused(description: "\(state): \(psql.serverInfo?[.message] ?? "the database refuses the values")")
     }
 
     /// Runs `body` within ``timeout`` and notes whether the database
@@ -372,9 +440,8 @@ final class RecorderStore: Sendable {
             ORDER BY offered_at DESC, site, id
             LIMIT \(Int64(filter.limit)) OFFSET \(Int64(filter.offset))
             """
-        return try await timed { [client] in
+        return try await read(query) { rows in
             var games: [ChainGame] = []
-            let rows = try await client.query(query)
             for try await (site, id, machine, player, provider, nick, outcome, offered, started, ended, commands) in rows.decode(
                 (String, String, String, String, String, String, String?, Date, Date?, Date?, Int32).self)
             {
@@ -404,9 +471,9 @@ final class RecorderStore: Sendable {
             GROUP BY 1, 2, 3
             ORDER BY 1, 2, 3
             """
-        return try await timed { [client] in
+        return try await read(query) { rows in
             var days: [DailyFigures] = []
-            for try await (day, site, machine, games, wins, noResult) in try await client.query(query).decode(
+            for try await (day, site, machine, games, wins, noResult) in rows.decode(
                 (String, String, String, Int64, Int64, Int64).self)
             {
                 days.append(DailyFigures(day: day, site: site, machine: machine, games: Int(games), wins: Int(wins), noResult: Int(noResult)))
@@ -428,23 +495,141 @@ final class RecorderStore: Sendable {
             GROUP BY 1, 2
             ORDER BY 1, 2
             """
-        return try await timed { [client] in
+        return try await read(query) { rows in
             var hours: [HourlyFigures] = []
-            for try await (hour, site, games, wins) in try await client.query(query).decode((Date, String, Int64, Int64).self) {
+            for try await (hour, site, games, wins) in rows.decode((Date, String, Int64, Int64).self) {
                 hours.append(HourlyFigures(hour: Timestamp.string(hour), site: site, games: Int(games), wins: Int(wins)))
             }
             return hours
         }
     }
 
-    /// The site's acknowledged progress (tests, diagnostics).
-    func upto(site: String) async throws -> Int64? {
+    /// The records set aside, newest first.
+    func setAside(site: String?, limit: Int, offset: Int) async throws -> [SetAsideRecord] {
+        let query: PostgresQuery = """
+            SELECT site, epoch, seq, reason, payload, received_at FROM set_aside
+            WHERE (\(site)::text IS NULL OR site = \(site))
+            ORDER BY received_at DESC, site, epoch, seq
+            LIMIT \(Int64(limit)) OFFSET \(Int64(offset))
+            """
+        return try await read(query) { rows in
+            var records: [SetAsideRecord] = []
+            for try await (site, epoch, seq, reason, payload, received) in rows.decode((String, String, Int64, String, String, Date).self) {
+                records.append(
+                    SetAsideRecord(site: site, epoch: epoch, seq: seq, reason: reason, payload: payload, receivedAt: Timestamp.string(received)))
+            }
+            return records
+        }
+    }
+
+    /// The progress of a site's epoch (tests, diagnostics).
+    func upto(site: String, epoch: String = "") async throws -> Int64? {
         try await timed { [client] in
             var upto: Int64?
-            for try await value in try await client.query("SELECT upto FROM sites_progress WHERE site = \(site)").decode(Int64.self) {
+            for try await value in try await client.query(
+                "SELECT upto FROM sites_progress WHERE site = \(site) AND epoch = \(epoch)"
+            ).decode(Int64.self) {
                 upto = value
             }
             return upto
         }
+    }
+
+    // MARK: The readers' share
+
+    /// Reads running at once, at most: the pool has ``maxConnections``, and
+    /// the writer (and the probe) always find one.
+    static let maxReads = 4
+    static let maxConnections = 8
+    /// How long one read may run in the database.
+    static let readTimeout = "5s"
+
+    /// Runs a read with the readers' share of the pool: it waits its turn
+    /// behind ``maxReads`` others, and PostgreSQL ends it at ``readTimeout``.
+    func read<T: Sendable>(_ query: PostgresQuery, _ decode: @escaping @Sendable (PostgresRowSequence) async throws -> T) async throws -> T {
+        try await reads.acquire()
+        defer { reads.release() }
+        return try await timed { [client, logger] in
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query("SET LOCAL statement_timeout = '\(unescaped: Self.readTimeout)'", logger: logger)
+                return try await decode(try await connection.query(query, logger: logger))
+            }
+        }
+    }
+}
+
+/// A record the recorder set aside (`GET /v1/records/set-aside`).
+struct SetAsideRecord: Codable, Sendable, Equatable {
+    var site: String
+    var epoch: String
+    var seq: Int64
+    var reason: String
+    /// The record as it came (at most 64 KiB of it).
+    var payload: String
+    var receivedAt: String
+
+    enum CodingKeys: String, CodingKey {
+        case site, epoch, seq, reason, payload
+        case receivedAt = "received_at"
+    }
+}
+
+/// At most `permits` holders at once; the others wait their turn, in order,
+/// and a cancelled waiter leaves the line.
+final class ReadGate: Sendable {
+    private struct Line {
+        var free: Int
+        var waiting: [(id: Int, continuation: CheckedContinuation<Void, any Error>)] = []
+        var next = 0
+    }
+
+    private let line: Mutex<Line>
+
+    init(permits: Int) {
+        line = Mutex(Line(free: permits))
+    }
+
+    func acquire() async throws {
+        let id = line.withLock { line -> Int in
+            line.next += 1
+            return line.next
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                enum Turn { case now, later, cancelled }
+                let turn = line.withLock { line -> Turn in
+                    // Cancelled before it could be in line: its handler found nothing to take out.
+                    if Task.isCancelled { return .cancelled }
+                    if line.free > 0, line.waiting.isEmpty {
+                        line.free -= 1
+                        return .now
+                    }
+                    line.waiting.append((id, continuation))
+                    return .later
+                }
+                switch turn {
+                case .now: continuation.resume()
+                case .cancelled: continuation.resume(throwing: CancellationError())
+                case .later: break
+                }
+            }
+        } onCancel: {
+            let left = line.withLock { line -> CheckedContinuation<Void, any Error>? in
+                guard let index = line.waiting.firstIndex(where: { $0.id == id }) else { return nil }
+                return line.waiting.remove(at: index).continuation
+            }
+            left?.resume(throwing: CancellationError())
+        }
+    }
+
+    func release() {
+        let next = line.withLock { line -> CheckedContinuation<Void, any Error>? in
+            guard !line.waiting.isEmpty else {
+                line.free += 1
+                return nil
+            }
+            return line.waiting.removeFirst().continuation
+        }
+        next?.resume()
     }
 }

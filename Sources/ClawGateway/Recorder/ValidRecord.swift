@@ -1,4 +1,5 @@
 import Foundation
+import Protocol
 
 /// A record that decoded and whose fields the database can hold, with its times read.
 struct ValidRecord: Sendable {
@@ -7,13 +8,29 @@ struct ValidRecord: Sendable {
     var startedAt: Date?
     var endedAt: Date?
 
+    static let maxEpochBytes = 64
+
+    /// Every text field's longest value, in UTF-8 bytes (SPEC §10: every
+    /// field has a limit): what a gateway itself writes, with room to spare.
+    static let limits: [(name: String, bytes: Int)] = [
+        ("site", 64), ("epoch", maxEpochBytes), ("id", 128), ("machine", 64), ("player", PlayerText.maxAccountBytes), ("provider", 16),
+        ("nick", PlayerRequest.maxNickBytes),
+    ]
+
     /// Why `record` cannot be written, or the record ready to write.
     static func check(_ record: ChainRecord) -> Result<ValidRecord, RecordProblem> {
         let game = record.game
         guard record.seq >= 1 else { return .failure(RecordProblem("seq \(record.seq) is not 1 or more")) }
+        let values = [
+            "site": record.site, "epoch": record.epoch, "id": game.id, "machine": game.machine, "player": game.player,
+            "provider": game.provider, "nick": game.nick,
+        ]
         for (name, value) in [("site", record.site), ("id", game.id), ("machine", game.machine), ("player", game.player), ("provider", game.provider)]
         where value.isEmpty {
             return .failure(RecordProblem("\(name) is empty"))
+        }
+        for (name, bytes) in limits where (values[name]?.utf8.count ?? 0) > bytes {
+            return .failure(RecordProblem("\(name) is longer than \(bytes) bytes"))
         }
         guard game.commands >= 0, game.commands <= Int(Int32.max) else {
             return .failure(RecordProblem("commands \(game.commands) is out of range"))

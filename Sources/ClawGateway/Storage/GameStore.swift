@@ -27,6 +27,9 @@ final class GameStore: Sendable {
         var pool: DatabasePool
         /// Which file the pool has open, to notice it being removed or replaced.
         var identity: FileIdentity?
+        /// The file's shipping epoch (SPEC §10), and the shipping number it
+        /// starts after: record `n` of the epoch is the game numbered `base + n`.
+        var epoch: ShipEpoch
     }
 
     init(path: String, shipsRecords: Bool = false) throws(StorageError) {
@@ -50,7 +53,8 @@ final class GameStore: Sendable {
             let pool = try DatabasePool(path: path, configuration: configuration)
             try migrator.migrate(pool)
             if shipsRecords { try pool.write(numberUnshippedGames) }
-            return Opened(pool: pool, identity: FileIdentity(path: path))
+            let epoch = try pool.read { db in try ShipEpoch.read(db) }
+            return Opened(pool: pool, identity: FileIdentity(path: path), epoch: epoch)
         } catch let error as StorageError {
             throw error
         } catch {
@@ -60,6 +64,32 @@ final class GameStore: Sendable {
 
     /// The open file; other features' tables (the app server's tourists) are read and written through it too.
     var pool: DatabasePool { opened.withLock { $0.pool } }
+
+    /// The shipping epoch of the open file (SPEC §10): random, made with
+    /// the file. A site whose file is replaced (reinstalled, lost) numbers
+    /// its games from 1 again, in the new file's epoch; one restored from a
+    /// backup starts a new epoch when the chain says it has records of the
+    /// file's epoch beyond the file's (``startEpoch()``).
+    var epoch: ShipEpoch { opened.withLock { $0.epoch } }
+
+    /// Starts a new epoch after the last number given: the chain holds
+    /// records of this file's epoch that the file does not (it was restored
+    /// from a backup), so the games from now on are numbered 1, 2, … anew.
+    @discardableResult
+    func startEpoch() async throws(StorageError) -> ShipEpoch {
+        do {
+            let epoch = try await pool.write { db -> ShipEpoch in
+                let base = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games WHERE ship_seq IS NOT NULL") ?? 0
+                let epoch = ShipEpoch(id: Signatures.nonce(bytes: 8), base: base)
+                try epoch.write(db)
+                return epoch
+            }
+            opened.withLock { $0.epoch = epoch }
+            return epoch
+        } catch {
+            throw StorageError(path: path, operation: "start a shipping epoch", underlying: error)
+        }
+    }
 
     /// Whether the file the database has open is no longer the one at
     /// ``path`` (removed, or replaced by another): SQLite would go on writing
@@ -174,6 +204,14 @@ final class GameStore: Sendable {
                     CREATE UNIQUE INDEX tourists_by_sid ON tourists (sid_hash) WHERE sid_hash IS NOT NULL;
                     CREATE INDEX tourists_by_expiry ON tourists (expires_at);
                     """)
+        }
+        // The file's shipping epoch (SPEC §10): random, made with the file.
+        // A file of before that holds games keeps the epoch "" its records
+        // were shipped in, so that the chain does not get them all again.
+        migrator.registerMigration("v6-epoch") { db in
+            try db.execute(sql: "CREATE TABLE site_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            let old = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM games)") ?? false
+            try ShipEpoch(id: old ? "" : Signatures.nonce(bytes: 8), base: 0).write(db)
         }
         return migrator
     }
@@ -300,6 +338,11 @@ final class GameStore: Sendable {
 
     /// Ended games numbered above `seq`, in order, at most `limit`: what a
     /// site ships to the chain next.
+    /// The games numbered after `seq` of `epoch`, in order, with their number in the epoch.
+    func records(of epoch: ShipEpoch, after seq: Int64, limit: Int) async throws(StorageError) -> [(seq: Int64, game: GameRecord)] {
+        try await records(after: epoch.base + seq, limit: limit).map { (seq: $0.seq - epoch.base, game: $0.game) }
+    }
+
     func records(after seq: Int64, limit: Int) async throws(StorageError) -> [(seq: Int64, game: GameRecord)] {
         do {
             return try await pool.read { db in
@@ -536,4 +579,23 @@ struct StorageError: Error, CustomStringConvertible {
     var underlying: any Error
 
     var description: String { "storage \(path): \(operation) failed: \(underlying)" }
+}
+
+/// A file's shipping epoch (SPEC §10): its id, and the shipping number the
+/// epoch starts after.
+struct ShipEpoch: Sendable, Equatable {
+    var id: String
+    var base: Int64
+
+    static func read(_ db: Database) throws -> ShipEpoch {
+        let rows = try Row.fetchAll(db, sql: "SELECT key, value FROM site_meta WHERE key IN ('epoch', 'epoch_base')")
+        let values = Dictionary(uniqueKeysWithValues: rows.map { ($0["key"] as String, $0["value"] as String) })
+        return ShipEpoch(id: values["epoch"] ?? "", base: values["epoch_base"].flatMap { Int64($0) } ?? 0)
+    }
+
+    func write(_ db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO site_meta (key, value) VALUES ('epoch', ?), ('epoch_base', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            arguments: [id, String(base)])
+    }
 }

@@ -140,7 +140,7 @@ extension HeavySuites {
                 let forger = try await ChainTestClient(live, user: "site-arcade-1")
                 let now = Timestamp.string(Date())
                 let forged = ChainRecord(
-                    site: "arcade-2", seq: 1_000_000,
+                    site: "arcade-2", epoch: "", seq: 1_000_000,
                     game: GameRecord(
                         id: forgedID, machine: "m3", player: "mallory", provider: "netease", nick: "Mallory", outcome: .won, offeredAt: now,
                         startedAt: now, endedAt: now, commands: 1))

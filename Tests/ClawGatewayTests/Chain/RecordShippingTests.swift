@@ -64,7 +64,8 @@ extension HeavySuites {
 
             // Acknowledged: nothing more of 1 and 2, however long we watch
             // (three resend intervals, timed by the site's own heartbeats).
-            try await recorder.publish("claw/arcade-1/records/ack", #"{"upto":2}"#, retain: true)
+            let epoch = try #require(shipped.first?.epoch)
+            try await recorder.publish("claw/arcade-1/records/ack", #"{"epoch":"\#(epoch)","upto":2}"#, retain: true)
             try await eventually("the site to take the acknowledgement") {
                 (try? await HTTP.get("\(site.base)/metrics"))?.body.contains("claw_chain_records_acked 2") == true
             }
@@ -89,11 +90,92 @@ extension HeavySuites {
                 Self.records(recorder).dropFirst(beforeRestart).contains { $0.seq == 3 }
             }
             #expect(!Self.records(recorder).dropFirst(beforeRestart).contains { $0.seq <= 2 })
-            try await recorder.publish("claw/arcade-1/records/ack", #"{"upto":3}"#, retain: true)
+            try await recorder.publish("claw/arcade-1/records/ack", #"{"epoch":"\#(epoch)","upto":3}"#, retain: true)
             try await eventually("everything acknowledged") {
                 let metrics = (try? await HTTP.get("\(site.base)/metrics"))?.body ?? ""
                 return metrics.contains("claw_chain_records_acked 3") && metrics.contains("claw_chain_records_pending 0")
             }
+            await recorder.stop()
+            await site.stop()
+        }
+
+        /// SPEC §10: a site whose SQLite file is restored from a backup, or
+        /// replaced by a new one, ships its new games from 1 in a new epoch.
+        /// Before, the recorder's acknowledgement of the old numbering made
+        /// the site skip every new game up to the old number, silently.
+        @Test func aRestoredOrReplacedFileShipsItsNewGamesInANewEpoch() async throws {
+            let cluster = try await NATSCluster.start()
+            let site = try await E2ESite(
+                extra: """
+                    chain:
+                      site: arcade-1
+                      bus: [\(cluster.mqttURLs.joined(separator: ", "))]
+                      username: site-arcade-1
+                      password: \(NATSCluster.passwords["site-arcade-1"] ?? "")
+                    """)
+            let recorder = try await ChainTestClient(cluster.mqttURLs, user: "recorder")
+            #expect(try await recorder.subscribe(["claw/+/records"]).refused.isEmpty)
+            func ready() async throws {
+                try await eventually("the site ready with its chain link", timeout: .seconds(30)) {
+                    (try? await HTTP.get("\(site.base)/readyz"))?.status == 200
+                }
+            }
+            func acknowledge(_ record: ChainRecord) async throws {
+                let ack = ChainRecordsAck(epoch: record.epoch, upto: record.seq)
+                try await recorder.publish("claw/arcade-1/records/ack", String(decoding: ack.payload, as: UTF8.self), retain: true)
+                try await eventually("the site to take the acknowledgement") {
+                    (try? await HTTP.get("\(site.base)/metrics"))?.body.contains("claw_chain_records_acked \(record.seq)") == true
+                }
+            }
+            func shipped(_ player: String) async throws -> ChainRecord {
+                var found: ChainRecord?
+                try await eventually("\(player)'s game shipped", timeout: .seconds(20)) {
+                    found = Self.records(recorder).first { $0.game.player == player }
+                    return found != nil
+                }
+                return try #require(found)
+            }
+            func stopGateway() async throws {
+                let gateway = try #require(site.gateway)
+                gateway.signal(SIGTERM)
+                #expect(await gateway.wait(timeout: 15) == 0)
+            }
+            let file = site.site.database
+            let backup = site.site.directory.appendingPathComponent("backup.sqlite")
+
+            try await ready()
+            try await Self.play(site, "alice")
+            let first = try await shipped("alice")
+            #expect(first.seq == 1 && !first.epoch.isEmpty)
+            try await acknowledge(first)
+            try await stopGateway()
+            try FileManager.default.copyItem(at: file, to: backup)
+
+            try site.startGateway()
+            try await ready()
+            try await Self.play(site, "bob")
+            let second = try await shipped("bob")
+            #expect(second.epoch == first.epoch && second.seq == 2)
+            try await acknowledge(second)
+            try await stopGateway()
+
+            // The backup of after alice's game is put back: the chain holds game 2 of that epoch, the file does not.
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file.path + suffix) }
+            try FileManager.default.copyItem(at: backup, to: file)
+            try site.startGateway()
+            try await ready()
+            try await Self.play(site, "carol")
+            let restored = try await shipped("carol")
+            #expect(restored.epoch != first.epoch && restored.seq == 1, "\(restored.epoch) \(restored.seq)")
+            try await stopGateway()
+
+            // The file is lost: a new one, a new epoch, from 1, though the acknowledgement on the cluster is the old one's.
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file.path + suffix) }
+            try site.startGateway()
+            try await ready()
+            try await Self.play(site, "dave")
+            let fresh = try await shipped("dave")
+            #expect(fresh.epoch != first.epoch && fresh.epoch != restored.epoch && fresh.seq == 1)
             await recorder.stop()
             await site.stop()
         }
