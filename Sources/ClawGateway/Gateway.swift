@@ -55,7 +55,7 @@ struct Gateway {
         writer.start()
         let mqttService = MQTTService(
             client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
-            onConnected: { arcade.republish() },
+            onConnected: { arcade.republish(connection: mqtt.connection) },
             handle: { message in arcade.route(message) })
         var httpParts = HTTPServer.Parts(
             config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: nil, feed: feed,

@@ -323,8 +323,9 @@ struct MirroredPublisher: MachinePublisher {
 
     var isConnected: Bool { inner.isConnected }
 
-    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) {
+    @discardableResult
+    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) -> Int {
         if retain { mirror.observe(topic: topic, payload: payload) }
-        try inner.publish(topic, payload: payload, qos: qos, retain: retain)
+        return try inner.publish(topic, payload: payload, qos: qos, retain: retain)
     }
 }

@@ -135,6 +135,9 @@ final class MQTTClient: Sendable {
     /// A CONNACK said yes and the connection has not ended. Written only
     /// under `io` (in callbacks or by the loop thread); read anywhere.
     private let connected = Atomic<Bool>(false)
+    /// Which connection publishes go on: one more with every CONNACK, set
+    /// under `io` (in the callback), read under it by ``publish``.
+    private let generation = Atomic<Int>(0)
     /// The connected hooks of the current connection have run. Until then
     /// only the loop thread (the hooks themselves) publishes: a command that
     /// reached the new connection before the hooks had ended the games of
@@ -323,8 +326,13 @@ final class MQTTClient: Sendable {
     ///
     /// - Parameter expiry: MQTT v5 message expiry interval in seconds; MQTT
     ///   3.1.1 has none, and it is left out there.
+    /// The connection publishes go on now: one more with every (re)connect.
+    var connection: Int { generation.load(ordering: .acquiring) }
+
+    /// Publishes now, or throws; returns the ``connection`` it went on.
+    @discardableResult
     func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false, expiry: UInt32? = nil)
-        throws(MQTTError)
+        throws(MQTTError) -> Int
     {
         guard connected.load(ordering: .acquiring) else { throw .notConnected(topic) }
         if !open.load(ordering: .acquiring), pthread_self() != loopThread.load(ordering: .relaxed) {
@@ -335,20 +343,21 @@ final class MQTTClient: Sendable {
         if let expiry, configuration.protocolVersion == .v5 {
             mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry)
         }
-        let (rc, backlog) = topic.withCString { name in
+        let (rc, backlog, connection) = topic.withCString { name in
             payload.withUnsafeBytes { bytes in
-                io.withLock { () -> (Int32, Bool) in
+                io.withLock { () -> (Int32, Bool, Int) in
                     // The connection may have ended since the check above.
-                    guard connected.load(ordering: .acquiring) else { return (MOSQ_ERR_NO_CONN.rawValue, false) }
+                    guard connected.load(ordering: .acquiring) else { return (MOSQ_ERR_NO_CONN.rawValue, false, 0) }
                     let rc = mosquitto_publish_v5(
                         handle.pointer, nil, name, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, properties)
-                    return (rc, mosquitto_want_write(handle.pointer))
+                    return (rc, mosquitto_want_write(handle.pointer), generation.load(ordering: .relaxed))
                 }
             }
         }
         // The socket was full: the rest waits for the loop thread's poll.
         if backlog { wake.signal() }
         if let error = MQTTError.check(rc, "publish to \(topic)") { throw error }
+        return connection
     }
 
     /// Waits, on a publisher's thread, while a new connection runs its
@@ -587,6 +596,7 @@ final class MQTTClient: Sendable {
             logger.error("MQTT broker refused the connection", metadata: ["mqtt.reason": .string(reason)])
             return
         }
+        generation.add(1, ordering: .releasing)
         connected.store(true, ordering: .releasing)
         let (subscriptions, count, broker) = state.withLock { state in
             state.connects += 1

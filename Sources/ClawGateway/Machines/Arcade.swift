@@ -156,9 +156,11 @@ final class Arcade: Sendable {
         }
     }
 
-    /// Republishes every snapshot, e.g. after a reconnect.
-    func republish() {
-        for machine in machines { machine.republish() }
+    /// The gateway is connected to the broker again, on `connection`: every
+    /// snapshot is republished, and games whose coin went out on the
+    /// connection that is gone end.
+    func republish(connection: Int) {
+        for machine in machines { machine.republish(connection: connection) }
     }
 
     /// Lets every machine handle what is due now: what the deadlines' loop

@@ -172,8 +172,9 @@ final class Machine: Sendable {
     /// out on the connection that is gone and was never acked
     /// (``MachineState/brokerReconnected(_:)``), else publishes the retained
     /// snapshot as it is.
-    func republish() {
-        endGameOfLostCoin { game, context in game.brokerReconnected(context) }
+    /// The gateway is connected to the broker again, on `connection`.
+    func republish(connection: Int) {
+        endGameOfLostCoin { game, context in game.brokerReconnected(connection: connection, context) }
     }
 
     /// Runs a transition that may end a game whose coin the PC cannot be
@@ -334,6 +335,8 @@ final class Machine: Sendable {
         // Coins that could not be published, and their games: nothing more of those goes out.
         var lostCoins: [Int64] = []
         var lostSessions: Set<String> = []
+        // Coins published, and the connection each went on.
+        var sentCoins: [(serial: Int64, connection: Int)] = []
         for _ in 0..<work.dropped { metrics.commandsLost.increment() }
         for (message, camera) in work.commands where !halted.load(ordering: .acquiring) {
             let topic = camera ? topics.camera : topics.control
@@ -342,7 +345,8 @@ final class Machine: Sendable {
                 continue
             }
             do {
-                try environment.publisher.publish(topic, payload: message.encoded(), qos: .atMostOnce, retain: false)
+                let connection = try environment.publisher.publish(topic, payload: message.encoded(), qos: .atMostOnce, retain: false)
+                if message.code == .addCoins, let serial = message.serial { sentCoins.append((serial, connection)) }
                 metrics.stats.commandSent()
             } catch {
                 metrics.commandsLost.increment()
@@ -357,6 +361,10 @@ final class Machine: Sendable {
             // After what this work tells: the game's end is told after its start.
             for serial in lostCoins where !halted.load(ordering: .acquiring) {
                 endGameOfLostCoin { game, context in game.coinNotPublished(serial: serial, context) }
+            }
+            // A reconnect while a coin was on its way: was it before the coin went out, or after?
+            for (serial, connection) in sentCoins where !halted.load(ordering: .acquiring) {
+                endGameOfLostCoin { game, context in game.coinPublished(serial: serial, on: connection, context) }
             }
         }
         for effect in work.tells where !halted.load(ordering: .acquiring) {

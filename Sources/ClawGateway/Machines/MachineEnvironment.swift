@@ -5,12 +5,16 @@ import Protocol
 /// Where a machine publishes: the MQTT client in the daemon, a recorder in tests.
 protocol MachinePublisher: Sendable {
     var isConnected: Bool { get }
-    /// Publishes now or throws ``MQTTError/Code/notConnected``; never queues.
-    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError)
+    /// Publishes now or throws ``MQTTError/Code/notConnected``; never
+    /// queues. Returns the broker connection it went on: one more with
+    /// every reconnect (a coin's game needs to know, SPEC §3).
+    @discardableResult
+    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) -> Int
 }
 
 extension MQTTClient: MachinePublisher {
-    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) {
+    @discardableResult
+    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) -> Int {
         try publish(topic, payload: payload, qos: qos, retain: retain, expiry: nil)
     }
 }

@@ -232,20 +232,39 @@ extension MachineState {
     /// ... whose coin could not be published.
     static let coinNotPublished = "coin_not_published"
 
-    /// The gateway reconnected to the broker: a coin still unacked went out
-    /// on the connection that is gone (QoS 0, never sent again), so its game
-    /// ends before any later command of it goes out. Otherwise the snapshot
-    /// is republished as it is.
+    /// The gateway reconnected to the broker (its connection `connection`):
+    /// a coin still unacked that went out on a connection that is gone (QoS
+    /// 0, never sent again) ends its game before any later command of it
+    /// goes out. A coin not published yet (taken out of the outbox, on its
+    /// way) goes out on this connection: its game goes on. Otherwise the
+    /// snapshot is republished as it is.
     ///
     /// - Returns: the session of the game that ended, if any.
-    mutating func brokerReconnected(_ context: TransitionContext) -> Step<String?> {
-        guard let session = phase.turn?.session, let serial = acks.coin(for: session) else {
+    mutating func brokerReconnected(connection: Int, _ context: TransitionContext) -> Step<String?> {
+        brokerConnection = max(brokerConnection, connection)
+        guard let session = phase.turn?.session, let serial = acks.coin(for: session),
+            let sentOn = acks[serial: serial]?.sentOn, sentOn < connection
+        else {
             return Step(outcome: nil, effects: republish(at: context.now), writes: [])
         }
         var fx = Effects(context)
         _ = acks.remove(serial)
         endGameOfLostCoin(session, reason: Self.coinConnectionLost, &fx)
         return finish(session, &fx)
+    }
+
+    /// The coin `serial` was published on the broker connection
+    /// `connection`. If the gateway has reconnected since (the reconnect
+    /// came between the coin's publish and this), the coin went out on a
+    /// connection that is gone, and its game ends as it would have then.
+    ///
+    /// - Returns: the session of the game that ended, if any.
+    mutating func coinPublished(serial: Int64, on connection: Int, _ context: TransitionContext) -> Step<String?> {
+        var fx = Effects(context)
+        guard let pending = acks.coinSent(serial, on: connection), connection < brokerConnection else { return finish(nil, &fx) }
+        _ = acks.remove(serial)
+        let ended = endGameOfLostCoin(pending.session, reason: Self.coinConnectionLost, &fx)
+        return finish(ended ? pending.session : nil, &fx)
     }
 
     /// Publishing the coin `serial` failed: the PC never got it.

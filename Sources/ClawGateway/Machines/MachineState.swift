@@ -108,6 +108,8 @@ struct MachineState: Sendable {
     /// The next gateway serial, unique per machine across restarts (see ``init(machine:settings:restored:firstSerial:sessionPrefix:)``).
     private(set) var nextSerial: Int64
     var acks: PendingAcks
+    /// The latest broker connection the gateway reconnected on (see ``brokerReconnected(connection:_:)``).
+    var brokerConnection = 0
     private let sessionPrefix: String
     private var sessionsMade = 0
 

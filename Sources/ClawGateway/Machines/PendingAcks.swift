@@ -10,6 +10,8 @@ struct PendingAck: Sendable, Equatable {
     var playerSerial: Int64?
     /// The game a coin (1001) was for: its ack is the PC's word that the game started.
     var session: String?
+    /// The broker connection a coin went out on; nil until it is published.
+    var sentOn: Int?
 }
 
 /// The pending acks of a machine, by gateway serial.
@@ -41,6 +43,16 @@ struct PendingAcks: Sendable {
         if removed?.command == .addCoins { coins -= 1 }
         return removed
     }
+
+    /// Notes the broker connection the coin `serial` went out on; the pending coin, if it still is.
+    mutating func coinSent(_ serial: Int64, on connection: Int) -> PendingAck? {
+        guard bySerial[serial]?.command == .addCoins else { return nil }
+        bySerial[serial]?.sentOn = connection
+        return bySerial[serial]
+    }
+
+    /// The pending ack of `serial`.
+    subscript(serial serial: Int64) -> PendingAck? { bySerial[serial] }
 
     /// The serial of the pending coin (1001) for `session`, if its ack has not come.
     func coin(for session: String) -> Int64? {

@@ -92,14 +92,14 @@ struct MachineSimulator: Service {
                 "Simulated machine received",
                 metadata: ["mqtt.topic": .string(message.topic), "mqtt.payload": .string(String(decoding: message.payload, as: UTF8.self))])
             after(behaviour.ackDelay) { [client, topics] in
-                try? client.publish(topics.ack, payload: WireMessage(.ack, data: "ok", serial: serial).encoded(), qos: .atMostOnce)
+                _ = try? client.publish(topics.ack, payload: WireMessage(.ack, data: "ok", serial: serial).encoded(), qos: .atMostOnce)
             }
             if command.code == .grab {
                 let won = Double.random(in: 0..<1) < behaviour.winRate
                 let result = WireMessage(.result, data: String(won), session: command.session)
                 after(behaviour.resultDelay) { [client, topics, logger] in
                     logger.info("Simulated machine reports a result", metadata: ["game.won": .stringConvertible(won)])
-                    try? client.publish(topics.result, payload: result.encoded(), qos: .atLeastOnce)
+                    _ = try? client.publish(topics.result, payload: result.encoded(), qos: .atLeastOnce)
                 }
             }
         }
@@ -130,6 +130,6 @@ struct MachineSimulator: Service {
     }
 
     private static func say(_ presence: Presence, client: MQTTClient, topics: MachineTopics) {
-        try? client.publish(topics.state, payload: Array(presence.rawValue.utf8), qos: .atLeastOnce, retain: true)
+        _ = try? client.publish(topics.state, payload: Array(presence.rawValue.utf8), qos: .atLeastOnce, retain: true)
     }
 }

@@ -144,7 +144,7 @@ extension HeavySuites {
                     game: GameRecord(
                         id: forgedID, machine: "m3", player: "mallory", provider: "netease", nick: "Mallory", outcome: .won, offeredAt: now,
                         startedAt: now, endedAt: now, commands: 1))
-                try? forger.client.publish("claw/arcade-2/records", payload: forged.payload, qos: .atLeastOnce, retain: false)
+                _ = try? forger.client.publish("claw/arcade-2/records", payload: forged.payload, qos: .atLeastOnce, retain: false)
                 // Published after the forged record was sent, from a connection opened after it.
                 let garbage = "not a record \(UUID().uuidString)"
                 let garbler = try await ChainTestClient(live, user: "site-arcade-1")

@@ -116,7 +116,7 @@ extension HeavySuites {
                     copies.append(copy)
                     guard answering else { return }
                     let receipt = ChainReceipt(id: copy.id, status: 200, body: #"{"code":200,"site":"\#(name)"}"#)
-                    try? client.publish(topics.inboxAck, payload: receipt.payload, qos: .atLeastOnce, retain: false)
+                    _ = try? client.publish(topics.inboxAck, payload: receipt.payload, qos: .atLeastOnce, retain: false)
                 }
                 client.subscribe([topics.inbox], qos: .atLeastOnce)
                 client.start()

@@ -83,7 +83,7 @@ extension HeavySuites {
                 let flood = Task.detached {
                     let ack = Array(#"{"command":5,"data":"ok","serial":1}"#.utf8)
                     while stop.items.isEmpty {
-                        for _ in 0..<500 { try? wild.client.publish("claw/m1/ack", payload: ack, qos: .atMostOnce, retain: false) }
+                        for _ in 0..<500 { _ = try? wild.client.publish("claw/m1/ack", payload: ack, qos: .atMostOnce, retain: false) }
                         batches.append(500)
                         await Task.yield()
                     }

@@ -99,7 +99,7 @@ extension HeavySuites {
             publisher.onConnected {
                 inHook.store(true, ordering: .releasing)
                 _ = release.wait(timeout: .now() + 10)
-                try? publisher.publish("t/order", payload: Array("hook".utf8), qos: .atLeastOnce)
+                _ = try? publisher.publish("t/order", payload: Array("hook".utf8), qos: .atLeastOnce)
             }
             publisher.start()
             try await eventually("the connected hook to be running") { inHook.load(ordering: .acquiring) }
@@ -112,7 +112,7 @@ extension HeavySuites {
             try await Task.sleep(for: .milliseconds(300))
             #expect(subscriber.payloads(on: "t/order").isEmpty)
             release.signal()
-            try await other.value
+            _ = try await other.value
             try await eventually("both messages") { subscriber.payloads(on: "t/order").count == 2 }
             #expect(subscriber.payloads(on: "t/order") == ["hook", "other"])
             await publisher.shutdown()

@@ -1,4 +1,6 @@
+import Foundation
 import Protocol
+import Synchronization
 import Testing
 
 @testable import ClawGateway
@@ -52,8 +54,7 @@ import Testing
         let game = try await GameHarness.online()
         try await game.play("alice")
         await game.join("bob")
-        game.arcade.republish()
-        await game.settle()
+        await game.reconnect()
         try endedByLostCoin(game, reason: "coin_connection_lost")
         #expect(game.offer(to: "bob") == "s-m1-2")
         #expect(game.lastSnapshot?.player?.accid == "bob", "the snapshot republished says so")
@@ -68,26 +69,82 @@ import Testing
         try await game.play("alice")
         await game.ack(try coinSerial(game))
         let snapshots = game.published(on: .queue).count
-        game.arcade.republish()
-        await game.settle()
+        await game.reconnect()
         #expect(game.published(on: .queue).count == snapshots + 1, "the snapshot is republished")
         #expect(game.lastSnapshot == game.snapshot)
         #expect(game.snapshot.state == .playing && game.events(.gameEnded).isEmpty)
         await game.stop()
     }
 
-    /// A reconnect while the coin still waits for the disk: neither the coin
-    /// nor the moves behind it ever reach the PC.
-    @Test func aReconnectEndsTheGameBeforeAnyOfItsWaitingCommandsGoOut() async throws {
+    /// A reconnect while the coin still waits for the disk: nothing of the
+    /// game went out on the connection that is gone, so the coin goes out on
+    /// the new one and the game goes on; its move follows the coin's ack.
+    @Test func aReconnectWhileTheCoinWaitsForTheDiskLetsTheGameGoOn() async throws {
         let game = try GameHarness(startWriter: false)
         try acceptAndMove(game)
-        game.arcade.republish()
+        await game.reconnect()
         game.writer.start()
         await game.settle()
+        #expect(game.commands.map(\.code) == [.addCoins])
+        #expect(game.events(.gameEnded).isEmpty && game.status == .playing)
+        await game.ack(try coinSerial(game))
+        #expect(game.commands.map(\.code) == [.addCoins, .move])
+        await game.stop()
+    }
+
+    /// The reconnect's hook runs while a coin is on its way, taken out of
+    /// the outbox but not yet published: it goes out on the new connection,
+    /// and its game goes on. Before, the hook ended the game (its coin
+    /// pending, as if lost with the old connection) and the coin reached the
+    /// PC all the same: a PC playing a game the gateway had ended.
+    @Test func aCoinOnItsWayWhenTheGatewayReconnectsGoesOutOnTheNewConnectionAndItsGameGoesOn() async throws {
+        let game = try await GameHarness.online()
+        let held = Atomic<Bool>(false), released = Atomic<Bool>(false)
+        game.publisher.onPublish { publication, before in
+            guard before, publication.text.hasPrefix(#"{"command":1001"#) else { return }
+            held.store(true, ordering: .releasing)
+            let deadline = ContinuousClock.now + .seconds(5)
+            while !released.load(ordering: .acquiring), ContinuousClock.now < deadline { usleep(500) }
+        }
+        async let played: Void = game.play("alice")
+        try await eventually("the coin on its way") { held.load(ordering: .acquiring) }
+        game.publisher.reconnect()
+        game.arcade.republish(connection: game.publisher.connection)
+        released.store(true, ordering: .releasing)
+        try await played
         await game.settle()
-        #expect(game.commands.isEmpty)
+        #expect(game.commands.filter { $0.code == .addCoins }.count == 1, "the coin went out, once")
+        #expect(game.events(.gameEnded).isEmpty, "its game was not ended: \(game.events(.gameEnded))")
+        #expect(game.status == .playing && game.lastError(of: "alice") == nil)
+        await game.ack(try coinSerial(game))
+        guard case .forwarded = await game.send("alice", #"{"command":1,"data":"up","serial":1}"#) else {
+            Issue.record("the game does not take its player's moves")
+            return
+        }
+        await game.stop()
+    }
+
+    /// The other order: the coin went out on the old connection, and the
+    /// reconnect's hook ran before the machine heard so. The coin may have
+    /// been lost with that connection: its game ends as at a reconnect.
+    @Test func aCoinPublishedOnTheOldConnectionJustBeforeTheReconnectEndsItsGame() async throws {
+        let game = try await GameHarness.online()
+        let held = Atomic<Bool>(false), released = Atomic<Bool>(false)
+        game.publisher.onPublish { publication, before in
+            guard !before, publication.text.hasPrefix(#"{"command":1001"#) else { return }
+            held.store(true, ordering: .releasing)
+            let deadline = ContinuousClock.now + .seconds(5)
+            while !released.load(ordering: .acquiring), ContinuousClock.now < deadline { usleep(500) }
+        }
+        async let played: Void = game.play("alice")
+        try await eventually("the coin just published") { held.load(ordering: .acquiring) }
+        game.publisher.reconnect()
+        game.arcade.republish(connection: game.publisher.connection)
+        released.store(true, ordering: .releasing)
+        try await played
+        await game.settle()
+        await game.settle()
         try endedByLostCoin(game, reason: "coin_connection_lost")
-        #expect(try game.games().first?.startedAt != nil, "the accept is on record")
         await game.stop()
     }
 
@@ -105,8 +162,7 @@ import Testing
         #expect(game.status == .idle)
         // Back on the broker: nothing of that game follows.
         game.publisher.isConnected = true
-        game.arcade.republish()
-        await game.settle()
+        await game.reconnect()
         #expect(game.commands.isEmpty)
         #expect(game.lastSnapshot?.player == nil)
         await game.stop()

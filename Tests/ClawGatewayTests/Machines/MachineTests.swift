@@ -90,7 +90,7 @@ import Testing
         _ = game.arcade.handleNow(PlayerNotification(from: "bob", to: "m1", attach: Array(#"{"command":6}"#.utf8), provider: "test"))
         _ = game.arcade.handleNow(PlayerNotification(from: "bob", to: "m1", attach: Array("not json".utf8), provider: "test"))
         game.arcade.route(MQTTMessage(topic: "claw/m1/state", payload: Array("offline".utf8), retain: false))
-        game.machine.republish()
+        game.machine.republish(connection: 2)
         await game.clock.advance(by: .seconds(60))
         game.arcade.fireDueDeadlines()
         if let last = game.writer.lastIssued { #expect(await game.writer.waitDurable(last, timeout: .seconds(30))) }

@@ -18,16 +18,39 @@ final class RecordingPublisher: MachinePublisher {
     }
 
     private let connected = Atomic<Bool>(true)
+    private let generation = Atomic<Int>(1)
     let publications = Recorder<Publication>()
+    /// Runs in `publish` before (`true`) and after (`false`) a message goes
+    /// out on the connection: a test holds a publisher's thread there.
+    private let hook = Mutex<(@Sendable (Publication, _ before: Bool) -> Void)?>(nil)
 
     var isConnected: Bool {
         get { connected.load(ordering: .relaxed) }
         set { connected.store(newValue, ordering: .relaxed) }
     }
 
-    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) {
+    /// The broker connection publishes go on: one more with ``reconnect()``.
+    var connection: Int { generation.load(ordering: .relaxed) }
+
+    /// A new broker connection: what is published from now on goes on it.
+    func reconnect() {
+        generation.add(1, ordering: .relaxed)
+    }
+
+    func onPublish(_ body: (@Sendable (Publication, _ before: Bool) -> Void)?) {
+        hook.withLock { $0 = body }
+    }
+
+    @discardableResult
+    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) -> Int {
         guard isConnected else { throw .notConnected(topic) }
-        publications.append(Publication(topic: topic, payload: payload, qos: qos, retain: retain))
+        let publication = Publication(topic: topic, payload: payload, qos: qos, retain: retain)
+        let hook = hook.withLock { $0 }
+        hook?(publication, true)
+        let connection = connection
+        publications.append(publication)
+        hook?(publication, false)
+        return connection
     }
 }
 
@@ -183,6 +206,13 @@ final class GameHarness: Sendable {
 
     /// Moves the test clock and lets what is due happen, as the arcade's
     /// deadlines would when they wake.
+    /// The gateway's broker connection is new (a reconnect): the connected hook runs.
+    func reconnect() async {
+        publisher.reconnect()
+        arcade.republish(connection: publisher.connection)
+        await settle()
+    }
+
     func advance(by duration: Duration) async {
         await clock.advance(by: duration)
         arcade.fireDueDeadlines()
