@@ -216,6 +216,25 @@ extension HeavySuites {
             }
         }
 
+        /// SPEC §9's readyz, tried as a new user would: start a router, wait
+        /// for its `/readyz`, play. Before, it said ready once it held the
+        /// directories, before it had heard any site's heartbeat, and the
+        /// first join through it was refused `gateway_unavailable`.
+        @Test func aRouterJustStartedIsReadyOnlyWhenItKnowsTheSitesAndItsFirstJoinPlays() async throws {
+            try await ChainHarness.with { chain in
+                let router = chain.routers[0]
+                await router.stop()
+                try router.start()
+                try await eventually("the new router's readyz", timeout: .seconds(30)) {
+                    (try? await HTTP.get("\(router.base)/readyz"))?.status == 200
+                }
+                let join = try await chain.copy(via: 0, from: "eve", to: "claw_m1", #"{"command":6,"data":"eve","serial":4}"#)
+                #expect(join.status == 200, "\(join.body)")
+                _ = try await chain.offeredSession(to: "eve")
+                #expect(!chain.told("eve", "gateway_unavailable", serial: 4), "the first join went to its site")
+            }
+        }
+
         // MARK: Games
 
         /// Join (unless `joined`), the offer, accept: the coin at the PC. Returns the session.
