@@ -28,6 +28,12 @@ claw_install_packages() {
     fi
 }
 
+# One release build serves the tests, the chaos runs and the package: the
+# tests need internal symbols (-enable-testing), and warnings are errors.
+# scripts/package links the same objects again with the Swift runtime in.
+CLAW_BUILD_FLAGS=(-c release -Xswiftc -enable-testing -Xswiftc -warnings-as-errors)
+CLAW_BIN_DIR=.build/release
+
 # mosquitto lives in /usr/sbin, which is not on every user's PATH.
 export PATH="$PATH:/usr/sbin:/usr/local/sbin"
 

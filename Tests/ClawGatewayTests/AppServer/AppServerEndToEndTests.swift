@@ -9,7 +9,7 @@ extension HeavySuites {
     /// gateway and the fake NetEase API (SPEC §8).
     @Suite(.serialized) struct AppServerEndToEndTests {
         @Test func touristAndRoomListAsTheDemoClientsReadThem() async throws {
-            try await AppServerSite.with { site in
+            try await AppServerSite.with(onlineCounts: [3001: 12, 3002: 3]) { site in
                 let metrics = try await HTTP.get("\(site.base)/metrics").body
                 for series in [
                     #"claw_app_server_tourists_total{result="created"} 0"#, #"claw_app_server_tourists_total{result="rate_limited"} 0"#,
@@ -20,7 +20,6 @@ extension HeavySuites {
                 }
                 // The machines' first snapshots may already have been coalesced: the family is there.
                 #expect(metrics.contains("# HELP claw_chatroom_mirror_coalesced_total"))
-                site.netease.chatrooms.onlineCounts.withLock { $0 = [3001: 12, 3002: 3] }
 
                 // A new tourist: one user/create, signed, and the demo's shape.
                 let first = try await site.post("tourist", "")

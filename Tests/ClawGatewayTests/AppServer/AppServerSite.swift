@@ -24,9 +24,11 @@ final class AppServerSite {
     var log: URL { directory.appendingPathComponent("gateway.log") }
     var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
-    init(game: String = "", sessions: String = "secret") async throws {
+    /// - Parameter onlineCounts: the chatrooms' online counts NetEase gives from the start.
+    init(game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:]) async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
+        netease.chatrooms.onlineCounts.withLock { $0 = onlineCounts }
         directory = try TemporaryDirectory.make(prefix: "appserver")
         httpPort = try FreePort.next()
         let yaml = """
@@ -79,8 +81,10 @@ final class AppServerSite {
         }
     }
 
-    static func with(game: String = "", sessions: String = "secret", _ body: (AppServerSite) async throws -> Void) async throws {
-        let site = try await AppServerSite(game: game, sessions: sessions)
+    static func with(
+        game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], _ body: (AppServerSite) async throws -> Void
+    ) async throws {
+        let site = try await AppServerSite(game: game, sessions: sessions, onlineCounts: onlineCounts)
         do {
             try await body(site)
         } catch {

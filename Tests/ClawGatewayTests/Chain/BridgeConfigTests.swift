@@ -3,7 +3,7 @@ import Testing
 
 @testable import ClawGateway
 
-extension HeavySuites {
+extension ChainSuites {
     /// `claw-gateway bridge-config`: the snippet it prints, and a real
     /// mosquitto running it against the real cluster (SPEC §9): the read-only
     /// streams go out under the site's prefix, the rest stays at the site.

@@ -4,7 +4,7 @@ import Testing
 
 @testable import ClawGateway
 
-extension HeavySuites {
+extension ChainSuites {
     /// The chain's failover for real on one box (SPEC §9): three NATS nodes,
     /// two sites (each its own mosquitto, gateway and simulated PCs), two
     /// routers, one fake NetEase API. What reached a PC is the PC's word (the

@@ -4,7 +4,7 @@ import Testing
 
 @testable import ClawGateway
 
-extension HeavySuites {
+extension ChainSuites {
     /// A site of a chain takes copies from its inbox on the real cluster as it
     /// takes them over HTTP (SPEC §9): verified with its own secret, deduplicated
     /// by `msgidServer`, too old ones dropped, every handled one acknowledged

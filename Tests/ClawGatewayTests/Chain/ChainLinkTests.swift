@@ -3,7 +3,7 @@ import Testing
 
 @testable import ClawGateway
 
-extension HeavySuites {
+extension ChainSuites {
     /// A real gateway with `chain:` against the three-node cluster of
     /// deploy/chain/: its directory, its heartbeat, a refused subscription,
     /// and a killed node.

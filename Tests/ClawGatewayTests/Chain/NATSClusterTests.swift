@@ -3,7 +3,7 @@ import Testing
 
 @testable import ClawGateway
 
-extension HeavySuites {
+extension ChainSuites {
     /// The chain's cluster as deploy/chain/ configures it: three nodes,
     /// retained messages across nodes, and users held to their own topics.
     @Suite struct NATSClusterTests {

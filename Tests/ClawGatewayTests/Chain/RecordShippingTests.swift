@@ -4,7 +4,7 @@ import Testing
 
 @testable import ClawGateway
 
-extension HeavySuites {
+extension ChainSuites {
     /// A site ships its finished games on its chain link (SPEC §10): each
     /// once it ended, again while the recorder has not acknowledged them,
     /// never again once it has, and again after the link comes back.

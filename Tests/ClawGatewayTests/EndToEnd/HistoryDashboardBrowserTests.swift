@@ -114,15 +114,17 @@ extension HeavySuites {
 
         /// Every 30 seconds the page reads the API again and redraws the same
         /// charts: no reload, no click.
-        @Test func thePageReadsTheRecorderAgainEvery30Seconds() async throws {
+        /// Every 30 s by default; `?reload=2` paces it for a wall display, and for this test.
+        @Test func thePageReadsTheRecorderAgainAtItsPace() async throws {
             try Self.requireChartJS()
             try await FakeRecorderAPI.with(Self.figures()) { api in
                 try await WebDriver.with { page in
-                    try await Self.open(page, api)
+                    try await page.navigate("\(api.base)/history?reload=2")
+                    try await Self.waitLive(page)
                     try await page.execute("window.__chart = Chart.getChart(document.getElementById('win-rate-chart'))")
                     let loads = api.loads("/v1/report/daily")
                     api.set(Self.figures(dailyM1Today: (games: 20, wins: 2)))
-                    try await page.waitFor("the win rate read again", timeout: .seconds(40)) {
+                    try await page.waitFor("the win rate read again", timeout: .seconds(10)) {
                         try await page.texts(#"#daily tr[data-day="2026-11-25"][data-machine="m1"][data-site="arcade-1"] td.col-win-rate"#) == ["10.0%"]
                     }
                     #expect(api.loads("/v1/report/daily") == loads + 1, "read once more, not in a loop")

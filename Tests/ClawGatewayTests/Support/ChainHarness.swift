@@ -429,7 +429,7 @@ final class ChainHarness {
 
     /// Which node holds the MQTT connection of `clientID`, from the nodes' own monitoring.
     func node(holding clientID: String) async -> Int? {
-        await HeavySuites.ChainLinkTests.nodeHolding(clientID, in: cluster)
+        await ChainSuites.ChainLinkTests.nodeHolding(clientID, in: cluster)
     }
 }
 

@@ -18,7 +18,11 @@
 "use strict";
 
 (function () {
-  const RELOAD_INTERVAL = 30000;
+  // Every 30 s, or as the address says (`/history?reload=10`, 2 s at the least): a wall display may want its own pace.
+  const RELOAD_INTERVAL = (() => {
+    const seconds = Number(new URLSearchParams(window.location.search).get("reload"));
+    return Number.isFinite(seconds) && seconds >= 2 ? seconds * 1000 : 30000;
+  })();
   // A recorder that does not answer within this is counted as down.
   const REQUEST_TIMEOUT = 10000;
   const GAMES_LIMIT = 25;
