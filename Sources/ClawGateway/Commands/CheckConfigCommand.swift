@@ -1,18 +1,78 @@
 import ArgumentParser
+import Foundation
+import Yams
 
-/// `claw-gateway check-config`: validates a config file and prints a summary,
-/// or every problem and exit status 78.
+/// `claw-gateway check-config`: validates a config file of any of the three
+/// roles and prints a summary, or every problem and exit status 78.
 struct CheckConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-config",
-        abstract: "Validate gateway.yaml: print a summary, or every problem and exit 78."
+        abstract: "Validate a config: gateway.yaml (run), chain.yaml (route) or recorder.yaml (record); print a summary, or every problem and exit 78.",
+        discussion: """
+            The role is the file's own: a top-level `router:` section is a router's chain.yaml, `recorder:` a \
+            recorder's recorder.yaml, anything else a gateway's gateway.yaml. --role says which instead.
+            """
     )
+
+    /// What a config file is for.
+    enum Role: String, ExpressibleByArgument, CaseIterable {
+        case gateway, router, recorder
+    }
 
     @OptionGroup var options: ConfigOptions
 
+    @Option(name: .long, help: "The file's role: gateway, router or recorder (default: from its top-level sections).")
+    var role: Role?
+
     func run() async throws {
-        let config = try options.load()
-        print(ConfigSummary(config: config, file: options.config).text)
+        let role = role ?? Self.role(of: options.config)
+        do throws(ConfigError) {
+            switch role {
+            case .gateway:
+                print(ConfigSummary(config: try ConfigLoader.load(file: options.config), file: options.config).text)
+            case .router:
+                print(Self.summary(try RouterConfig.load(file: options.config), file: options.config))
+            case .recorder:
+                print(Self.summary(try RecorderConfig.load(file: options.config), file: options.config))
+            }
+        } catch {
+            printError("\(error.description)\n(checked as a \(role.rawValue)'s config\(self.role == nil ? ", from its top-level sections; --role says otherwise" : ""))")
+            throw ExitCode(ExitStatus.configError)
+        }
+    }
+
+    /// The role a file's top-level sections say; a gateway's when it cannot be read (its problems say why).
+    static func role(of file: String) -> Role {
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8),
+            let top = (try? Yams.load(yaml: text)) as? [String: Any]
+        else { return .gateway }
+        if top["router"] != nil { return .router }
+        if top["recorder"] != nil { return .recorder }
+        return .gateway
+    }
+
+    static func summary(_ config: RouterConfig, file: String) -> String {
+        let router = config.router
+        return [
+            "\(file): OK (a router's chain.yaml)",
+            "http \(router.http.host):\(router.http.port), read token \(router.http.readToken == nil ? "off" : "on"), receipt timeout \(ConfigDuration.format(router.receiptTimeout))",
+            summary(config.bus),
+            "im: \([config.im.netease.map { _ in "netease" }, config.im.generic.map { _ in "generic" }].compactMap { $0 }.joined(separator: ", "))",
+        ].joined(separator: "\n")
+    }
+
+    static func summary(_ config: RecorderConfig, file: String) -> String {
+        let recorder = config.recorder
+        return [
+            "\(file): OK (a recorder's recorder.yaml)",
+            "http \(recorder.http.host):\(recorder.http.port), read token \(recorder.http.readToken == nil ? "off" : "on")",
+            "database \(recorder.database)",
+            summary(config.bus),
+        ].joined(separator: "\n")
+    }
+
+    private static func summary(_ bus: BusSettings) -> String {
+        "bus \(bus.urls.map(\.description).joined(separator: ", "))\(bus.username.map { " as \($0)" } ?? ""), client id \(bus.clientID), topics \(bus.topicPrefix)/…"
     }
 }
 

@@ -13,6 +13,7 @@ struct NotifyCommand: AsyncParsableCommand {
             The notification is what a player's app would send. Examples:
               claw-gateway notify --from alice --to m1 join Alice
               claw-gateway notify --from alice --to m1 accept        (takes the session from the gateway)
+              claw-gateway notify --url http://router:8080 --from alice --to claw_m3 accept   (through a chain's router)
               claw-gateway notify --from alice --to m1 move left
               claw-gateway notify --from alice --to m1 camera 2
               claw-gateway notify --from alice --to m1 grab
@@ -37,8 +38,11 @@ struct NotifyCommand: AsyncParsableCommand {
     @Option(help: "The serial of a move, grab or camera command; default: from the clock.")
     var serial: Int64?
 
-    @Option(help: "The gateway's base URL; default: from http.listen.")
+    @Option(help: "The gateway's base URL, or a chain router's; default: from http.listen.")
     var url: String?
+
+    @Option(name: .customLong("read-token"), help: "The token to read the turn with (accept and decline without a session); default: the config's http.read_token or admin token. A router's is its router.read_token.")
+    var readToken: String?
 
     @Argument(help: "join [nick] | leave | accept [session] | decline [session] | move DIRECTION | grab | camera ID | '<raw json>'")
     var words: [String]
@@ -79,7 +83,7 @@ struct NotifyCommand: AsyncParsableCommand {
             return WireMessage(.leave).encodedString()
         case "accept", "decline":
             var session = argument
-            if session == nil { session = try await currentSession(base: base, token: http.readToken ?? http.adminToken) }
+            if session == nil { session = try await currentSession(base: base, token: readToken ?? http.readToken ?? http.adminToken) }
             return WireMessage(verb == "accept" ? .acceptTurn : .declineTurn, data: session).encodedString()
         case "move":
             guard let argument else { throw NotifyProblem("move needs a direction: up, down, left, right or stop.") }
@@ -95,22 +99,35 @@ struct NotifyCommand: AsyncParsableCommand {
     }
 
     /// The session the gateway offered this player, read from the machine's
-    /// API with the config's read token (or admin token) when it has one.
+    /// API with the read token when there is one. At a chain's router (which
+    /// has no `/v1/machines`), from its `/v1/sites`, where every site's
+    /// machines are, by id or IM account.
     private func currentSession(base: String, token: String?) async throws -> String {
-        var request = HTTPClientRequest(url: "\(base)/v1/machines/\(to)")
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
-        let body = try await response.body.collect(upTo: 1 << 20)
-        if response.status == .unauthorized {
-            throw NotifyProblem("The gateway refused to show \(to)'s turn (401): give the session id, or set http.read_token in the config.")
+        let (status, machine) = try await read(base + "/v1/machines/\(to)", token: token)
+        var player = (machine as? [String: Any])?["player"] as? [String: Any]
+        if status == 404 {
+            let (sitesStatus, list) = try await read(base + "/v1/sites", token: token)
+            if sitesStatus == 401 {
+                throw NotifyProblem("The router refused to show \(to)'s turn (401): give the session id, or its router.read_token with --read-token.")
+            }
+            let machines = ((list as? [String: Any])?["sites"] as? [[String: Any]] ?? []).flatMap { $0["machines"] as? [[String: Any]] ?? [] }
+            player = machines.first { $0["im_account"] as? String == to || $0["id"] as? String == to }?["player"] as? [String: Any]
+        } else if status == 401 {
+            throw NotifyProblem("The gateway refused to show \(to)'s turn (401): give the session id, or set http.read_token in the config (or --read-token).")
         }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
-            let player = object["player"] as? [String: Any], player["accid"] as? String == from,
-            let session = player["session"] as? String
-        else {
+        guard let player, player["accid"] as? String == from, let session = player["session"] as? String else {
             throw NotifyProblem("\(from) holds no turn on \(to) right now; join first, or give the session id.")
         }
         return session
+    }
+
+    /// A GET's status and JSON body.
+    private func read(_ url: String, token: String?) async throws -> (Int, Any?) {
+        var request = HTTPClientRequest(url: url)
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        return (Int(response.status.code), try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)))
     }
 
     private func signedRequest(attach: String, base: String, im: IMSettings) throws -> HTTPClientRequest {

@@ -33,8 +33,11 @@ struct AccessPolicy: Sendable {
     /// The names `Host` may carry, as ``hostName(ofHostHeader:)`` reads them.
     let hosts: Set<String>
     let throttle: TokenThrottle
+    /// Where the tokens are set, named in a 401: `http` (a gateway), `router`, `recorder`.
+    let section: String
 
-    init(http: HTTPSettings, now: @escaping @Sendable () -> Date) {
+    init(http: HTTPSettings, section: String = "http", now: @escaping @Sendable () -> Date) {
+        self.section = section
         readToken = http.readToken
         adminToken = http.adminToken
         var hosts: Set<String> = ["localhost"]
@@ -62,12 +65,12 @@ struct AccessPolicy: Sendable {
             accepted = adminToken.map { [$0] } ?? []
         }
         if let seconds = throttle.blockedFor(client) { throw .throttled(retryAfter: seconds) }
-        guard let presented = Self.bearer(request) else { throw .unauthorized(scope) }
+        guard let presented = Self.bearer(request) else { throw .unauthorized(scope, section: section) }
         // Every candidate compared, so the time does not tell which one was near.
         let matches = accepted.reduce(false) { $0 || Signatures.constantTimeEqual(presented, $1) }
         guard matches else {
             throttle.failed(client)
-            throw .unauthorized(scope)
+            throw .unauthorized(scope, section: section)
         }
     }
 

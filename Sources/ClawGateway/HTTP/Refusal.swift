@@ -64,15 +64,17 @@ extension Refusal {
         Refusal(.badRequest, code: "bad_request", message)
     }
 
-    /// No token, or a wrong one, for a route of this scope.
-    static func unauthorized(_ scope: AccessPolicy.Scope) -> Refusal {
+    /// No token, or a wrong one, for a route of this scope; `section` is
+    /// where the tokens are set (`http`, `router`, `recorder`).
+    static func unauthorized(_ scope: AccessPolicy.Scope, section: String = "http") -> Refusal {
         switch scope {
         case .admin:
-            Refusal(.unauthorized, code: "unauthorized", "Send the admin token as Authorization: Bearer <token>.")
+            Refusal(
+                .unauthorized, code: "unauthorized", "Send the admin token (\(section).admin_token) as Authorization: Bearer <token>.")
         default:
             Refusal(
                 .unauthorized, code: "unauthorized",
-                "Send the read token (http.read_token) or the admin token as Authorization: Bearer <token>.")
+                "Send the read token (\(section).read_token) or the admin token as Authorization: Bearer <token>.")
         }
     }
 

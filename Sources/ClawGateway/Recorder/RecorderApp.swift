@@ -33,7 +33,7 @@ struct RecorderApp {
     static func routes(config: RecorderConfig, routes: RecorderRoutes) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
-        let access = AccessPolicy(http: config.recorder.http, now: routes.now)
+        let access = AccessPolicy(http: config.recorder.http, section: "recorder", now: routes.now)
         let reads = router.group().add(middleware: AccessGuard(policy: access, scope: .read))
         routes.add(health: router, reads: reads)
         routes.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))

@@ -45,7 +45,7 @@ struct ChainRouterApp {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
         routes.add(ingress: router)
-        let access = AccessPolicy(http: config.router.http, now: routes.now)
+        let access = AccessPolicy(http: config.router.http, section: "router", now: routes.now)
         let reads = router.group().add(middleware: AccessGuard(policy: access, scope: .read))
         routes.add(health: router, reads: reads)
         // The page's own files need only the Host check; the data it shows is /v1/sites, behind the read token.

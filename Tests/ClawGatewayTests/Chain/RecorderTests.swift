@@ -487,6 +487,9 @@ extension HeavySuites {
                     #expect(answer.json["code"] as? String == "bad_request")
                     #expect((answer.json["message"] as? String)?.hasPrefix(name) == true, "\(query): \(answer.body)")
                 }
+                // The 401 names the recorder's own key (it named the gateway's http.read_token).
+                let refused = try await recorder.read("/v1/games", token: nil)
+                #expect((refused.json["message"] as? String)?.contains("recorder.read_token") == true, "\(refused.body)")
                 for path in ["/v1/games", "/v1/report/daily", "/v1/report/hourly", "/metrics"] {
                     #expect(try await recorder.read(path, token: nil).status == 401, "\(path)")
                     #expect(try await recorder.read(path, token: "wrong-token-0123456789").status == 401, "\(path)")

@@ -46,6 +46,32 @@ struct CheckConfigCommandTests {
         #expect(result.error.contains("cannot be read"))
     }
 
+    /// A newcomer's trip: check-config knew only gateway.yaml and called every key of a router's or recorder's file unknown.
+    @Test("the router's and the recorder's sample configs pass as what they are, from their sections")
+    func roles() throws {
+        let deploy = NATSCluster.deployDirectory
+        let secrets = [
+            "CLAW_READ_TOKEN": "read-token-0123456789", "CHAIN_PASSWORD_ROUTER": "r", "CHAIN_PASSWORD_RECORDER": "r",
+            "NIM_APP_SECRET": "s", "CHAIN_DB_PASSWORD": "p",
+        ]
+        let router = try GatewayBinary.run(["check-config", "--config", deploy.appendingPathComponent("chain.yaml").path], environment: secrets)
+        #expect(router.status == 0, "\(router.error)")
+        #expect(router.output.contains("a router's chain.yaml") && router.output.contains("client id claw-router-"))
+        let recorder = try GatewayBinary.run(["check-config", "--config", deploy.appendingPathComponent("recorder.yaml").path], environment: secrets)
+        #expect(recorder.status == 0, "\(recorder.error)")
+        #expect(recorder.output.contains("a recorder's recorder.yaml") && recorder.output.contains("database postgres://recorder@db.example.com"))
+        // A recorder's file checked as a gateway's on purpose: refused, saying so.
+        let forced = try GatewayBinary.run(
+            ["check-config", "--role", "gateway", "--config", deploy.appendingPathComponent("recorder.yaml").path], environment: secrets)
+        #expect(forced.status == 78 && forced.error.contains("recorder: unknown key") && forced.error.contains("checked as a gateway's config"))
+        // And its problems named by their keys, as for a gateway.
+        let folder = try TemporaryDirectory.make(prefix: "check")
+        let file = folder.appendingPathComponent("recorder.yaml")
+        try "recorder: { databse: x }\nbus: { urls: [mqtt://x:1] }\n".write(to: file, atomically: true, encoding: .utf8)
+        let bad = try GatewayBinary.run(["check-config", "--config", file.path])
+        #expect(bad.status == 78 && bad.error.contains("recorder.databse") && bad.error.contains("checked as a recorder's config"), "\(bad.error)")
+    }
+
     @Test("--version prints the version")
     func version() throws {
         let result = try GatewayBinary.run(["--version"])
