@@ -57,14 +57,13 @@ struct Gateway {
             client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
             onConnected: { arcade.republish(connection: mqtt.connection) },
             handle: { message in arcade.route(message) })
-        var httpParts = HTTPServer.Parts(
-            config: config, arcade: arcade, isBrokerConnected: { mqtt.isConnected }, metrics: nil, feed: feed,
-            uptime: { clock.now() })
+        // The one ingress: HTTP copies and a chain's inbox alike (SPEC §9).
+        let ingress = Ingress(arcade: arcade, im: config.im, logger: logger, now: clock.wallNow)
         // A site of a chain keeps its own link to the chain's cluster (SPEC §9);
         // copies from its inbox go through the same ingress as HTTP copies.
         let chainLink = try config.chain.map { chain throws(MQTTError) in
             let inbox = ChainInbox(
-                ingress: httpParts.ingress(logger: logger), maxAge: chain.inboxMaxAge, wallNow: clock.wallNow, logger: logger,
+                ingress: ingress, maxAge: chain.inboxMaxAge, wallNow: clock.wallNow, logger: logger,
                 eventLoop: replyClient.eventLoopGroup.any())
             return try ChainLink(
                 settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger,
@@ -84,10 +83,11 @@ struct Gateway {
                 try mqtt.publish(topic, payload: payload, qos: .atMostOnce, retain: false, expiry: expiry)
             },
             feed: feed, logger: logger)
-        httpParts.metrics = exporter
-        httpParts.appServer = appServer
-        if let chainLink { httpParts.chainProblem = { chainLink.status.problem } }
-        let http = HTTPServer.application(httpParts, logger: logger)
+        let http = HTTPServer.application(
+            HTTPServer.Dependencies(
+                config: config, arcade: arcade, ingress: ingress, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
+                uptime: { clock.now() }, now: clock.wallNow, chainProblem: { chainLink?.status.problem }, appServer: appServer),
+            logger: logger)
         // The reply queues stop after MQTT, so results that arrive while MQTT
         // winds down still reach their players.
         var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger), ClientService(client: replyClient)]

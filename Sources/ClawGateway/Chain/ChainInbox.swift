@@ -57,13 +57,8 @@ struct ChainInbox: Sendable {
             return .handled
         }
         let headers = copy.headers
-        switch ingress.handle(route, body: copy.body, header: { headers[$0] }) {
-        case .now(let answer):
+        ingress.answer(ingress.handle(route, body: copy.body, header: { headers[$0] }), on: eventLoop) { answer in
             acknowledge(ChainReceipt(copy, answer))
-        case .afterWrite(let ticket, let answer):
-            ingress.arcade.writer.whenDurable(ticket, timeout: Arcade.durabilityWait, on: eventLoop) { durable in
-                acknowledge(ChainReceipt(copy, answer(durable)))
-            }
         }
         return .handled
     }

@@ -46,7 +46,7 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
     /// The answer once the action's writes are durable.
     private func answer(_ machine: Machine, _ action: String, _ result: (Bool, StorageWriter.Ticket?)) async throws -> Response {
         let (changed, ticket) = result
-        if let ticket, await !arcade.writer.waitDurable(ticket, timeout: Arcade.durabilityWait) {
+        if let ticket, await !arcade.durable(ticket) {
             throw Refusal.unavailable("The action was taken but could not be saved yet; storage is failing (see /readyz).")
         }
         return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: action, changed: changed))

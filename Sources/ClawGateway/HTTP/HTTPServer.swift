@@ -7,50 +7,29 @@ import Logging
 
 /// The gateway's HTTP server: ingress, read API, health, admin, metrics.
 enum HTTPServer {
-    struct Parts: Sendable {
-        var config: GatewayConfig
-        var arcade: Arcade
-        var isBrokerConnected: @Sendable () -> Bool
-        var metrics: (@Sendable () -> String)?
+    /// What the routes serve, each given by the gateway's wiring.
+    struct Dependencies: Sendable {
+        let config: GatewayConfig
+        let arcade: Arcade
+        /// The one ingress of the gateway (the chain's inbox answers through it too).
+        let ingress: Ingress
+        let isBrokerConnected: @Sendable () -> Bool
+        /// `/metrics`; nil leaves the route out.
+        let metrics: (@Sendable () -> String)?
         /// The live feed behind `/v1/stream` and the dashboard; nil leaves them out.
-        var feed: ArcadeFeed?
-        var uptime: @Sendable () -> Duration
-        var now: @Sendable () -> Date = { Date() }
-        /// The message ids already seen, shared by the router and the fast path.
-        var recentMessages = RecentIDs()
-        /// The generic notifications already accepted, shared likewise.
-        var replays: ReplayGuard
-        /// Warnings about refused requests, limited across the router and the fast path.
-        var refusalLog = LogLimiter()
+        let feed: ArcadeFeed?
+        let uptime: @Sendable () -> Duration
+        let now: @Sendable () -> Date
         /// Why the site's chain link is not up (SPEC §9), for `/readyz`; nil when it is or there is none.
-        var chainProblem: @Sendable () -> String? = { nil }
+        let chainProblem: @Sendable () -> String?
         /// The NetEase demo's app-server API (SPEC §8); nil leaves its routes out.
-        var appServer: AppServer?
-
-        init(
-            config: GatewayConfig, arcade: Arcade, isBrokerConnected: @escaping @Sendable () -> Bool,
-            metrics: (@Sendable () -> String)?, feed: ArcadeFeed? = nil, uptime: @escaping @Sendable () -> Duration = { .zero },
-            now: @escaping @Sendable () -> Date = { Date() }
-        ) {
-            self.config = config
-            self.arcade = arcade
-            self.isBrokerConnected = isBrokerConnected
-            self.metrics = metrics
-            self.feed = feed
-            self.uptime = uptime
-            self.now = now
-            replays = ReplayGuard(window: config.im.generic?.maxClockSkew ?? .seconds(300))
-        }
-
-        func ingress(logger: Logger) -> Ingress {
-            Ingress(arcade: arcade, im: config.im, recentMessages: recentMessages, replays: replays, logger: logger, now: now, refusalLog: refusalLog)
-        }
+        let appServer: AppServer?
     }
 
-    static func router(_ parts: Parts, logger: Logger) -> Router<GatewayRequestContext> {
+    static func router(_ parts: Dependencies) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
-        IngressRoutes<GatewayRequestContext>(ingress: parts.ingress(logger: logger)).add(to: router)
+        IngressRoutes<GatewayRequestContext>(ingress: parts.ingress).add(to: router)
         // Like the ingress, the app server answers any Host without a token: the demo clients send neither.
         if let appServer = parts.appServer { AppServerRoutes<GatewayRequestContext>(appServer: appServer, arcade: parts.arcade).add(to: router) }
         // Every route but the ingress and the health checks is behind a guard of its scope.
@@ -92,13 +71,13 @@ enum HTTPServer {
         return limits
     }
 
-    static func application(_ parts: Parts, logger: Logger) -> some ApplicationProtocol {
-        let ingress = parts.ingress(logger: logger)
+    static func application(_ parts: Dependencies, logger: Logger) -> some ApplicationProtocol {
+        let ingress = parts.ingress
         let decoderLimits = decoderLimits
         let http = parts.config.http
         let connections = ConnectionLimit(maximum: http.maxConnections, perClient: http.maxConnectionsPerClient, logger: logger)
         return Application(
-            router: router(parts, logger: logger),
+            router: router(parts),
             server: HTTPServerBuilder { responder in
                 GatewayHTTP1Channel(
                     responder: responder, ingress: ingress, idleTimeout: http.idleTimeout, readTimeout: http.readTimeout,

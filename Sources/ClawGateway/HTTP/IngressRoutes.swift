@@ -4,9 +4,10 @@ import Hummingbird
 import Logging
 import Protocol
 
-/// The ingress (``Ingress``) as Hummingbird routes: what the event loop's
-/// fast path (``IngressFastPath``) leaves to the router, such as a request
-/// that asks to close the connection, or one pipelined behind another.
+/// The ingress (``Ingress``) as Hummingbird routes: what the raw path
+/// (``RawIngress``) leaves to the full pipeline, such as a request that asks
+/// to close the connection or is chunked, and everything after it on its
+/// connection.
 struct IngressRoutes<Context: RequestContext>: Sendable {
     let ingress: Ingress
 
@@ -22,13 +23,8 @@ struct IngressRoutes<Context: RequestContext>: Sendable {
         guard let route = ingress.route(path) else { throw HTTPError(.notFound) }
         var request = request
         let body = Array(try await request.collectBody(upTo: JSONResponse.maxBody).readableBytesView)
-        let names = switch route {
-        case .netease: Ingress.neteaseHeaders
-        case .generic: Ingress.genericHeaders
-        }
-        let headers = request.headers(named: names)
-        let answer = await Ingress.finish(ingress.handle(route, body: body, header: { headers[$0] }), writer: ingress.arcade.writer)
-        return JSONResponse.make(answer)
+        let headers = request.headers(named: route.headerNames)
+        return JSONResponse.make(await ingress.answer(ingress.handle(route, body: body, header: { headers[$0] })))
     }
 }
 

@@ -92,12 +92,7 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
         self.installPipeline = installPipeline
         targets = ingress.paths.compactMap { path in
             guard let route = ingress.route(path) else { return nil }
-            let names: Set<String> =
-                switch route {
-                case .netease: Ingress.neteaseHeaders
-                case .generic: Ingress.genericHeaders
-                }
-            return Target(bytes: Array(path.utf8), path: path, route: route, headers: names.sorted().map { Array($0.utf8) })
+            return Target(bytes: Array(path.utf8), path: path, route: route, headers: route.headerNames.sorted().map { Array($0.utf8) })
         }
     }
 
@@ -354,25 +349,24 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func answer(_ target: Target, headers: [(String, String)], body: [UInt8], context: ChannelHandlerContext) {
         let result = ingress.handle(target.route, body: body) { name in headers.first { $0.0 == name }?.1 }
-        switch result {
-        case .now(let answer):
-            write(answer, path: target.path, context: context)
-        case .afterWrite(let ticket, let answer) where ingress.arcade.writer.isDurable(ticket):
-            write(answer(true), path: target.path, context: context)
-        case .afterWrite(let ticket, let answer):
-            answering = true
-            flush(context)
-            let path = target.path
-            let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-            ingress.arcade.writer.whenDurable(ticket, timeout: Arcade.durabilityWait, on: context.eventLoop) { durable in
-                let (handler, context) = bound.value
-                handler.answering = false
-                handler.write(answer(durable), path: path, context: context)
-                // A connection closed meanwhile keeps no timer or read going.
-                guard context.channel.isActive else { return }
-                handler.readRequests(context: context)
-                handler.resumeRead(context)
+        let path = target.path
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        ingress.answer(
+            result, on: context.eventLoop,
+            beforeWaiting: {
+                // Nothing more is parsed until this answer is sent.
+                answering = true
+                flush(context)
             }
+        ) { answer in
+            let (handler, context) = bound.value
+            handler.write(answer, path: path, context: context)
+            guard handler.answering else { return }
+            handler.answering = false
+            // A connection closed meanwhile keeps no timer or read going.
+            guard context.channel.isActive else { return }
+            handler.readRequests(context: context)
+            handler.resumeRead(context)
         }
     }
 

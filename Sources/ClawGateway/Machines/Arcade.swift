@@ -87,18 +87,11 @@ final class Arcade: Sendable {
         }
     }
 
-    /// One player notification, answered once what it changed is durable.
-    ///
-    /// Errors follow SPEC §2's precedence: a bad payload first, then an
-    /// unknown machine, then what the machine's game says. A refusal is sent
-    /// to the player as command 9, except for an unknown machine, which has no
-    /// IM account to answer from.
-    func handle(_ notification: PlayerNotification) async -> RequestOutcome {
-        let (outcome, ticket) = handleNow(notification)
-        guard let ticket, let machine = machine(notification.to),
-            await !machine.waitTold(ticket, timeout: Self.durabilityWait)
-        else { return outcome }
-        return .rejected(Self.notSavedInTime)
+    /// Whether what got `ticket` became durable within ``durabilityWait``:
+    /// what every answer that depends on a write waits for (an ingress's, an
+    /// operator's).
+    func durable(_ ticket: StorageWriter.Ticket) async -> Bool {
+        await writer.waitDurable(ticket, timeout: Self.durabilityWait)
     }
 
     /// The refusal of a notification over the sender's budget.
@@ -111,8 +104,13 @@ final class Arcade: Sendable {
         .gatewayUnavailable,
         "The gateway could not save your request yet; it takes effect once it is saved. Check your queue position before sending it again.")
 
-    /// The same without waiting: the outcome, and the ticket that must be
-    /// durable before it may be told.
+    /// One player notification: the outcome, and the ticket that must be
+    /// durable before it may be told (``durable(_:)``).
+    ///
+    /// Errors follow SPEC §2's precedence: a bad payload first, then an
+    /// unknown machine, then what the machine's game says. A refusal is sent
+    /// to the player as command 9, except for an unknown machine, which has no
+    /// IM account to answer from.
     func handleNow(_ notification: PlayerNotification) -> (RequestOutcome, StorageWriter.Ticket?) {
         let machine = machine(notification.to)
         let player = PlayerAddress(accid: notification.from, provider: notification.provider)

@@ -203,7 +203,9 @@ final class Machine: Sendable {
     /// Waits until `ticket` is durable and everything the machine decided up
     /// to the transition that got it is carried out (told), carrying it out
     /// itself if no one else is: true when it is, false when `timeout`
-    /// passed first or the machine stopped.
+    /// passed first or the machine stopped. No answer waits for this (an
+    /// answer waits for durability, ``Arcade/durable(_:)``): it is how a
+    /// test knows the effects of what it did have happened, without sleeping.
     func waitTold(_ ticket: StorageWriter.Ticket, timeout: Duration) async -> Bool {
         guard await environment.writer.waitDurable(ticket, timeout: timeout) else { return false }
         drain()

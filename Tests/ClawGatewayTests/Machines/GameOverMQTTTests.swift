@@ -25,7 +25,7 @@ extension HeavySuites {
             try await pc.waitFor("claw/m1/events") { $0.contains(#""type":"online""#) }
 
             let notify = { (player: String, json: String) async in
-                await gateway.arcade.handle(PlayerNotification(from: player, to: "claw_m1", attach: Array(json.utf8), provider: "test"))
+                await gateway.arcade.answer(PlayerNotification(from: player, to: "claw_m1", attach: Array(json.utf8), provider: "test"))
             }
             guard case .offered(let session) = await notify("alice", #"{"command":6,"data":"Alice"}"#) else {
                 Issue.record("no offer")
@@ -75,12 +75,12 @@ extension HeavySuites {
             let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: gateway.services, logger: Logger(label: "test")))
             let running = Task { try await group.run() }
             try await eventually("the gateway to connect") { gateway.mqtt.isConnected }
-            _ = await gateway.arcade.handle(PlayerNotification(from: "zoe", to: "m1", attach: Array(#"{"command":6}"#.utf8), provider: "test"))
+            _ = await gateway.arcade.answer(PlayerNotification(from: "zoe", to: "m1", attach: Array(#"{"command":6}"#.utf8), provider: "test"))
 
             // mosquitto runs without persistence here: the retained snapshot dies with it.
             broker.kill()
             try await eventually("the gateway to notice") { !gateway.mqtt.isConnected }
-            #expect(await gateway.arcade.handle(PlayerNotification(from: "zoe", to: "m1", attach: Array(#"{"command":2,"serial":1}"#.utf8), provider: "test")).rejectedCode == .machineOffline)
+            #expect(await gateway.arcade.answer(PlayerNotification(from: "zoe", to: "m1", attach: Array(#"{"command":2,"serial":1}"#.utf8), provider: "test")).rejectedCode == .machineOffline)
             try broker.start()
             let observer = try await TestSubscriber(broker: broker, topics: ["claw/m1/queue"])
             let snapshot = try await observer.waitFor("claw/m1/queue", timeout: .seconds(30)) { $0.contains("zoe") }

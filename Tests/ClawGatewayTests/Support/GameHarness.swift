@@ -170,10 +170,14 @@ final class GameHarness: Sendable {
 
     // MARK: Driving
 
-    /// A player's notification with this wire JSON, answered as the ingress answers it.
+    /// A player's notification with this wire JSON, answered as the ingress
+    /// answers it (once what it changed is durable); returns once what it
+    /// caused is carried out.
     @discardableResult
     func send(_ player: String, _ json: String, to machine: String = "m1", provider: String = "test") async -> RequestOutcome {
-        await arcade.handle(PlayerNotification(from: player, to: machine, attach: Array(json.utf8), provider: provider))
+        let outcome = await arcade.answer(PlayerNotification(from: player, to: machine, attach: Array(json.utf8), provider: provider))
+        await settle()
+        return outcome
     }
 
     @discardableResult
@@ -275,5 +279,15 @@ extension RequestOutcome {
     var rejectedCode: ErrorCode? {
         if case .rejected(let error) = self { return error.code }
         return nil
+    }
+}
+
+extension Arcade {
+    /// A notification's outcome as the ingress answers it: once what it
+    /// changed is durable, or `gateway_unavailable` when that takes too long.
+    func answer(_ notification: PlayerNotification) async -> RequestOutcome {
+        let (outcome, ticket) = handleNow(notification)
+        guard let ticket, await !durable(ticket) else { return outcome }
+        return .rejected(Arcade.notSavedInTime)
     }
 }

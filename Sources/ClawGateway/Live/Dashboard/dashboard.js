@@ -263,6 +263,7 @@
           remove.dataset.accid = entry.accid;
           // A player is the pair (provider, account): name both.
           remove.dataset.provider = entry.provider || "";
+          lock(remove);
           item.append(" ", remove);
         }
         return item;
@@ -283,16 +284,39 @@
     if (machine.results.length === 0) machine.resultList.append(el("li", "meta none", "none yet"));
   }
 
+  // Today's games that ended, and whether one is on: `games_today` counts the
+  // games started today (coins in), the one in progress included, and its
+  // result is not known yet, so it is counted apart rather than as a game not
+  // won.
   function renderStats(machine) {
     const s = machine.stats;
-    const rate = s.games_today > 0 ? Math.round((100 * s.wins_today) / s.games_today) + "% won" : "no game yet";
-    // Games started today, the one in progress included.
-    machine.today.textContent = "Today: " + s.games_today + (s.games_today === 1 ? " game, " : " games, ") + s.wins_today + " won (" + rate + ")";
+    const playing = gameOn(machine);
+    // A game started before midnight and still on is not in games_today: never below the wins.
+    const ended = Math.max(count(s.wins_today), count(s.games_today) - playing);
+    const wins = count(s.wins_today);
+    const rate = ended > 0 ? Math.round((100 * wins) / ended) + "% won" : "no game yet";
+    const figures = ended > 0 || playing === 0 ? ended + (ended === 1 ? " game, " : " games, ") + wins + " won (" + rate + ")" : "no game ended yet";
+    machine.today.textContent = "Today: " + figures + (playing > 0 ? " · " + playing + " playing" : "");
     const l = s.ack_latency_ms;
     machine.latency.textContent = s.acks > 0 ? "Ack latency: p50 " + l.p50 + " ms · p99 " + l.p99 + " ms · " + s.acks + " acks" : "Ack latency: no ack in the last interval";
     if (s.ack_timeouts > 0) machine.latency.textContent += " · " + s.ack_timeouts + " timed out";
     const drops = Object.entries(s.dropped);
     machine.drops.textContent = drops.length > 0 ? "Dropped: " + drops.map(([code, count]) => code.replace(/_/g, " ") + " " + count).join(", ") : "Dropped: none";
+  }
+
+  // 1 while a game is on (the coin went in, no result yet), else 0: the
+  // statistics' own state, taken with its counts, says playing or awaiting
+  // the result; or the PC dropped mid-game and the game is kept (offline, the
+  // snapshot still showing the player: an offer is undone when the PC goes).
+  function gameOn(machine) {
+    const state = machine.stats.state;
+    if (state === "playing" || state === "awaiting_result") return 1;
+    const snapshot = machine.snapshot;
+    return state === "offline" && snapshot && !snapshot.online && snapshot.player ? 1 : 0;
+  }
+
+  function count(value) {
+    return Number.isFinite(value) ? value : 0;
   }
 
   // An offer that was declined or ran out is not a game: no coin went in.
@@ -344,6 +368,25 @@
     return Boolean(page.hello && page.hello.admin);
   }
 
+  // The admin token typed into the page, kept in the tab.
+  function adminToken() {
+    return sessionStorage.getItem(TOKEN_KEY) || "";
+  }
+
+  // An admin button is off, and says why on hover, until an admin token is
+  // typed; off too while its own request is on its way.
+  function lock(button) {
+    const missing = !adminToken();
+    button.disabled = missing || button.classList.contains("busy");
+    button.classList.toggle("needs-token", missing);
+    if (missing) button.title = "Needs the admin token (http.admin_token): type it in the Admin token field above.";
+    else button.removeAttribute("title");
+  }
+
+  function lockAll() {
+    for (const button of document.querySelectorAll("#machines button[data-action]")) lock(button);
+  }
+
   function setupAdmin() {
     const input = $("admin-token");
     if (!adminOn()) {
@@ -368,6 +411,7 @@
         button.type = "button";
         button.dataset.action = action;
         button.dataset.machine = machine.id;
+        lock(button);
         machine.controls.append(button);
       }
       if (machine.snapshot) renderSnapshot(machine);
@@ -381,7 +425,7 @@
   }
 
   function act(button) {
-    const token = sessionStorage.getItem(TOKEN_KEY);
+    const token = adminToken();
     if (!token) {
       adminStatus("Enter the admin token first.", "error");
       $("admin-token").focus();
@@ -398,6 +442,7 @@
             method: "DELETE",
           }
         : { url: base + "/" + action, method: "POST" };
+    button.classList.add("busy");
     button.disabled = true;
     fetch(request.url, { method: request.method, headers: { Authorization: "Bearer " + token } })
       .then((response) => response.json().catch(() => ({})).then((body) => ({ response, body })))
@@ -413,7 +458,8 @@
       })
       .catch(() => adminStatus("The gateway did not answer.", "error"))
       .finally(() => {
-        button.disabled = false;
+        button.classList.remove("busy");
+        lock(button);
       });
   }
 
@@ -433,12 +479,14 @@
       if (token) sessionStorage.setItem(TOKEN_KEY, token);
       else sessionStorage.removeItem(TOKEN_KEY);
       if (adminOn()) adminStatus(token ? "Token kept for this tab." : "Enter the admin token to pause, resume, skip and remove.", "meta");
+      lockAll();
     });
     $("admin").addEventListener("submit", (event) => event.preventDefault());
     $("admin-forget").addEventListener("click", () => {
       sessionStorage.removeItem(TOKEN_KEY);
       input.value = "";
       adminStatus("Token forgotten.", "meta");
+      lockAll();
     });
     $("machines").addEventListener("click", (event) => {
       const button = event.target.closest("button[data-action]");

@@ -30,7 +30,21 @@
   const MAX_HOURS = 720;
   const HOUR = 3600 * 1000;
   const DAY = 24 * HOUR;
+  // Games per hour: the axis starts at the first hour with a game, but spans a
+  // day at the least; past a week of hours, a bar holds several hours (2, 3,
+  // 6, 12 or 24, UTC-aligned) so that no more than a week's worth of bars
+  // (168) share the width and none is a hairline.
+  const MIN_HOURS = 24;
+  const MAX_BARS = 168;
+  const BAR_HOURS = [1, 2, 3, 6, 12, 24];
+  // Its axis names 8 round times at the most (every 1, 2, 3, 6 or 12 hours,
+  // or every 1, 2, 3, 4 or 7 days), each with a grid line.
+  const TICK_HOURS = [1, 2, 3, 6, 12, 24, 48, 72, 96, 168];
+  const MAX_TICKS = 8;
   const PALETTE = ["#4e9af1", "#f39c4a", "#5fd38d", "#e0607e", "#b48ef0", "#e8c547", "#4fd1c5", "#c7836b", "#8fbf4d", "#93a1ae"];
+  // Win rate: a shape per line as well as a colour, so that machines with the
+  // same rate on a day stay apart (with a slight sideways shift, ``dodge``).
+  const POINT_STYLES = ["circle", "rect", "triangle", "rectRot", "star", "crossRot", "rectRounded", "cross"];
 
   const page = {
     request: null,
@@ -42,6 +56,13 @@
     known: new Map(),
     // A colour per series, kept from one reload to the next.
     colours: new Map(),
+    // A point style per line of the win-rate chart, kept the same way.
+    styles: new Map(),
+    // Games per hour as drawn: each bar's [start, end) in ms, the hours it
+    // holds, and its label on the axis ("" for most).
+    bars: { spans: [], hours: 1, ticks: [] },
+    // Whether the tables were ever filled: until then they say why they are empty.
+    shown: false,
   };
 
   const $ = (id) => document.getElementById(id);
@@ -68,6 +89,17 @@
   function colour(key) {
     if (!page.colours.has(key)) page.colours.set(key, PALETTE[page.colours.size % PALETTE.length]);
     return page.colours.get(key);
+  }
+
+  function pointStyle(key) {
+    if (!page.styles.has(key)) page.styles.set(key, POINT_STYLES[page.styles.size % POINT_STYLES.length]);
+    return page.styles.get(key);
+  }
+
+  // ISO 8601 UTC pieces: "11-24 08:00", "08:00", "11-24".
+  function utcLabel(ms) {
+    const iso = new Date(ms).toISOString();
+    return iso.slice(5, 10) + " " + iso.slice(11, 16);
   }
 
   // MARK: Filters
@@ -135,6 +167,7 @@
       "/v1/games?" + query(Object.assign({ limit: GAMES_LIMIT }, scope)),
     ];
     const options = { headers: { Accept: "application/json" }, cache: "no-store", signal: controller.signal };
+    if (!page.shown) tableNotes("Waiting for the recorder…");
     let shown = false;
     let note = null;
     let delay = RELOAD_INTERVAL;
@@ -160,6 +193,7 @@
           render(chosen, hours, hourly, daily, games.games);
           setLive(true);
           shown = true;
+          page.shown = true;
         });
       })
       .catch(() => {})
@@ -190,10 +224,22 @@
   // Built at start (the form goes before <main>).
   let readToken = null;
 
-  // The recorder wants a token: no loading until one is entered.
+  // The recorder wants a token: no loading until one is entered. The tables,
+  // empty until a first answer, say so rather than "Waiting for the recorder…"
+  // (figures already shown stay, faded).
   function needToken() {
     setLive(false, "Token needed");
     readToken.refused();
+    if (!page.shown) tableNotes("The recorder needs its read token (recorder.read_token) or the admin token: enter it above.");
+  }
+
+  // The empty tables' note, before any answer.
+  function tableNotes(text) {
+    for (const id of ["daily-empty", "games-empty"]) {
+      const note = $(id);
+      note.textContent = text;
+      note.hidden = false;
+    }
   }
 
   // MARK: Rendering
@@ -208,33 +254,83 @@
     renderDaily(daily.days);
     renderGames(games);
     renderSummary(daily.days, chosen.days);
-    $("updated").textContent = "Updated " + new Date().toLocaleTimeString() + ".";
+    // UTC, as everything else on the page.
+    $("updated").textContent = "Updated " + new Date().toISOString().slice(11, 19) + " UTC.";
   }
 
-  // Every hour of the window, from the answer's first hour: an hour the
-  // recorder does not list had no game.
+  // The axis runs from the first hour with a game (MIN_HOURS before the
+  // window's end at the least) to the window's end, the current hour; an hour
+  // the recorder does not list had no game. Past MAX_BARS hours, a bar holds
+  // several (BAR_HOURS, aligned on UTC midnight); the first bar starts with
+  // the window, the last one ends with the current hour.
   function renderHourly(answer, hours) {
     const since = Date.parse(answer.since);
     const labels = [];
+    const spans = [];
+    const ticks = [];
     const sites = new Map();
+    let size = 1;
     if (Number.isFinite(since)) {
-      for (let index = 0; index < hours; index += 1) {
-        const hour = new Date(since + index * HOUR).toISOString();
-        labels.push(hour.slice(5, 10) + " " + hour.slice(11, 16));
-      }
+      const rows = [];
+      let first = hours;
       for (const row of answer.hours) {
         if (!row || typeof row !== "object") continue;
         const index = Math.round((Date.parse(row.hour) - since) / HOUR);
         if (!(index >= 0 && index < hours)) continue;
-        const site = String(row.site);
-        if (!sites.has(site)) sites.set(site, new Array(hours).fill(0));
-        sites.get(site)[index] += count(row.games);
+        const games = count(row.games);
+        rows.push({ index, site: String(row.site), games });
+        if (games > 0) first = Math.min(first, index);
+      }
+      const start = Math.max(0, Math.min(first, hours - MIN_HOURS));
+      size = BAR_HOURS.find((bar) => Math.ceil((hours - start) / bar) <= MAX_BARS) || BAR_HOURS[BAR_HOURS.length - 1];
+      const end = since + hours * HOUR;
+      // Bars start on whole multiples of `size` hours since the epoch (UTC midnight for 24).
+      const origin = Math.floor((since + start * HOUR) / (size * HOUR));
+      const bar = (index) => Math.floor((since + index * HOUR) / (size * HOUR)) - origin;
+      const bars = bar(hours - 1) + 1;
+      for (let index = 0; index < bars; index += 1) {
+        const from = index === 0 ? since + start * HOUR : (origin + index) * size * HOUR;
+        spans.push([from, Math.min(end, (origin + index + 1) * size * HOUR)]);
+        labels.push(utcLabel(from));
+      }
+      // The axis' names: round times, the day under the first one and under each midnight.
+      const every = TICK_HOURS.find((tick) => tick >= size && (end - spans[0][0]) / (tick * HOUR) <= MAX_TICKS) || TICK_HOURS[TICK_HOURS.length - 1];
+      let named = false;
+      for (const [from] of spans) {
+        const label = utcLabel(from);
+        if (from % (every * HOUR) !== 0) ticks.push("");
+        else if (every >= 24) ticks.push(label.slice(0, 5));
+        else ticks.push(!named || label.slice(6) === "00:00" ? [label.slice(6), label.slice(0, 5)] : label.slice(6));
+        named = named || from % (every * HOUR) === 0;
+      }
+      for (const row of rows) {
+        if (row.index < start) continue;
+        if (!sites.has(row.site)) sites.set(row.site, new Array(bars).fill(0));
+        sites.get(row.site)[bar(row.index)] += row.games;
       }
     }
+    page.bars = { spans, hours: size, ticks };
     const datasets = Array.from(sites.keys())
       .sort(compare)
       .map((site) => ({ label: site, data: sites.get(site), backgroundColor: colour("site " + site), borderColor: colour("site " + site), stack: "games" }));
+    page.hourly.options.scales.y.title.text = size === 1 ? "games" : "games per " + size + " hours";
     draw(page.hourly, labels, datasets);
+  }
+
+  // A bar's hours, for its tooltip: "11-24 08:00–09:00 UTC", "11-24 18:00–24:00 UTC".
+  function barTitle(index) {
+    const span = page.bars.spans[index];
+    if (!span) return "";
+    const from = utcLabel(span[0]);
+    const to = utcLabel(span[1]);
+    if (to.slice(0, 5) === from.slice(0, 5)) return from + "–" + to.slice(6) + " UTC";
+    if (to.slice(6) === "00:00" && span[1] - span[0] <= DAY) return from + "–24:00 UTC";
+    return from + " – " + to + " UTC";
+  }
+
+  // The hourly axis' names and grid lines: only at the round times renderHourly chose.
+  function barTick(index) {
+    return page.bars.ticks[index] || "";
   }
 
   // One line per site and machine, a point per day; a day the machine
@@ -251,14 +347,27 @@
       const site = String(row.site);
       const machine = String(row.machine);
       const key = JSON.stringify([site, machine]);
-      if (!series.has(key)) series.set(key, { site, machine, data: new Array(labels.length).fill(null) });
+      if (!series.has(key)) series.set(key, { site, machine, data: new Array(labels.length).fill(null), games: new Array(labels.length).fill(null) });
       series.get(key).data[index] = typeof row.win_rate === "number" ? row.win_rate : null;
+      series.get(key).games[index] = [count(row.wins), count(row.games)];
     }
     const datasets = Array.from(series.values())
       .sort((a, b) => compare(a.site, b.site) || compare(a.machine, b.machine))
       .map((line) => {
         const key = "machine " + JSON.stringify([line.site, line.machine]);
-        return { label: line.site + " · " + line.machine, data: line.data, borderColor: colour(key), backgroundColor: colour(key), spanGaps: false };
+        return {
+          label: line.site + " · " + line.machine,
+          data: line.data,
+          // [wins, games] per day, for the tooltip.
+          games: line.games,
+          borderColor: colour(key),
+          backgroundColor: colour(key),
+          pointStyle: pointStyle(key),
+          // The shape's inside lets another one show through it.
+          pointBackgroundColor: colour(key) + "59",
+          pointBorderColor: colour(key),
+          spanGaps: false,
+        };
       });
     draw(page.winRate, labels, datasets);
   }
@@ -341,6 +450,24 @@
 
   // MARK: Charts
 
+  // Lines side by side: each visible line's points are moved sideways by a
+  // few pixels, the same for the whole line, so that machines with the same
+  // rate on a day show as points next to each other rather than one on top
+  // of another. Only where they are drawn: the data stays the API's.
+  const dodge = {
+    id: "dodge",
+    afterDatasetsUpdate(chart) {
+      const metas = chart.getSortedVisibleDatasetMetas();
+      const days = chart.data.labels.length;
+      if (metas.length < 2 || days === 0) return;
+      const step = Math.min(6, (0.5 * chart.scales.x.width) / days / metas.length);
+      metas.forEach((meta, rank) => {
+        const shift = (rank - (metas.length - 1) / 2) * step;
+        for (const point of meta.data) point.x += shift;
+      });
+    },
+  };
+
   function makeCharts() {
     const style = getComputedStyle(document.documentElement);
     const muted = style.getPropertyValue("--muted").trim();
@@ -358,23 +485,57 @@
       type: "bar",
       data: { labels: [], datasets: [] },
       options: Object.assign({}, common, {
+        // A bar of a few hours stays a bar, not a slab; 168 stay visible.
+        datasets: { bar: { categoryPercentage: 0.9, barPercentage: 0.9, maxBarThickness: 40, minBarLength: 0 } },
         scales: {
-          x: { stacked: true, ticks: { maxRotation: 0, autoSkipPadding: 16 } },
-          y: { stacked: true, beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: "games" } },
+          x: {
+            stacked: true,
+            ticks: { autoSkip: false, maxRotation: 0, callback: (value) => barTick(value) },
+            grid: { offset: false, color: (context) => (barTick(context.index) ? window.Chart.defaults.borderColor : "transparent") },
+          },
+          y: { stacked: true, beginAtZero: true, grace: "5%", ticks: { precision: 0 }, title: { display: true, text: "games" } },
         },
+        plugins: Object.assign({}, common.plugins, {
+          tooltip: { callbacks: { title: (items) => (items.length > 0 ? barTitle(items[0].dataIndex) : "") } },
+        }),
       }),
     });
     page.winRate = new window.Chart($("win-rate-chart"), {
       type: "line",
       data: { labels: [], datasets: [] },
+      plugins: [dodge],
       options: Object.assign({}, common, {
-        elements: { point: { radius: 3 } },
+        elements: { point: { radius: 5, hoverRadius: 7, borderWidth: 2, hoverBorderWidth: 2 }, line: { borderWidth: 2 } },
+        // A point at 0 % or 100 % is drawn whole, over the axis.
+        datasets: { line: { clip: false } },
+        layout: { padding: { top: 8, right: 8 } },
         scales: {
-          x: { ticks: { maxRotation: 0, autoSkipPadding: 16 } },
-          y: { min: 0, max: 1, ticks: { callback: (value) => percent(value) }, title: { display: true, text: "win rate" } },
+          // offset: the first and the last day are half a day in from the edges.
+          x: { offset: true, ticks: { maxRotation: 0, autoSkipPadding: 16, callback: (value, index, ticks) => String(page.winRate.data.labels[value] || "").slice(5) } },
+          // A little room below 0 % and above 100 %, the grid at every quarter.
+          y: {
+            min: -0.05,
+            max: 1.05,
+            afterBuildTicks: (scale) => {
+              scale.ticks = [0, 0.25, 0.5, 0.75, 1].map((value) => ({ value }));
+            },
+            ticks: { callback: (value) => Math.round(value * 100) + "%" },
+            title: { display: true, text: "win rate" },
+          },
         },
         plugins: Object.assign({}, common.plugins, {
-          tooltip: { callbacks: { label: (item) => item.dataset.label + ": " + percent(item.parsed.y) } },
+          legend: { position: "bottom", labels: { usePointStyle: true, boxWidth: 8 } },
+          // Every machine with a point that day, the highest rate first.
+          tooltip: {
+            usePointStyle: true,
+            itemSort: (a, b) => b.parsed.y - a.parsed.y || a.datasetIndex - b.datasetIndex,
+            callbacks: {
+              label: (item) => {
+                const games = item.dataset.games && item.dataset.games[item.dataIndex];
+                return item.dataset.label + ": " + percent(item.parsed.y) + (games ? " (" + games[0] + " of " + games[1] + " won)" : "");
+              },
+            },
+          },
         }),
       }),
     });

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Logging
+import NIOCore
 import Protocol
 
 /// An answer of the ingress as it goes on the wire: always JSON.
@@ -24,24 +25,38 @@ enum IngressResult: Sendable {
 }
 
 /// The ways players' notifications come in: NetEase's message copy and the
-/// signed generic webhook (SPEC §5). Checks the request, hands the
-/// notification to the arcade and says how to answer. Nothing here waits on
-/// MQTT or an IM API; what changed the queue is answered once it is durable,
-/// a move at once.
+/// signed generic webhook (SPEC §5), over HTTP and over a chain's inbox.
+/// Checks the request, hands the notification to the arcade and says how to
+/// answer. Nothing here waits on MQTT or an IM API; what changed the queue
+/// is answered once it is durable, a move at once.
 ///
-/// Used by both the Hummingbird routes (``IngressRoutes``) and the event
-/// loop's fast path (``IngressFastPath``), so the two answer alike.
+/// One is built for a gateway, in its wiring, and every transport answers
+/// through it: the raw HTTP path (``RawIngress``) and the chain's inbox
+/// (``ChainInbox``) with ``answer(_:on:beforeWaiting:_:)`` on their event
+/// loop, the Hummingbird routes (``IngressRoutes``) with ``answer(_:)``. So
+/// all of them keep one contract: an answer that depends on a write is
+/// given once the write is durable (``Arcade/durabilityWait`` at most).
 struct Ingress: Sendable {
     let arcade: Arcade
     let im: IMSettings
+    /// The message ids already seen, against the IM service's duplicates.
     let recentMessages: RecentIDs
     /// Generic notifications already accepted, against replays.
     let replays: ReplayGuard
     let logger: Logger
     let now: @Sendable () -> Date
-    /// Warnings about refused requests, one per reason every 10 s: shared by
-    /// the router and the fast path, so no one outside can flood the journal.
-    var refusalLog = LogLimiter()
+    /// Warnings about refused requests, one per reason every 10 s, whatever
+    /// the transport: no one outside can flood the journal.
+    let refusalLog = LogLimiter()
+
+    init(arcade: Arcade, im: IMSettings, logger: Logger, now: @escaping @Sendable () -> Date) {
+        self.arcade = arcade
+        self.im = im
+        self.logger = logger
+        self.now = now
+        recentMessages = RecentIDs()
+        replays = ReplayGuard(window: im.generic?.maxClockSkew ?? .seconds(300))
+    }
 
     /// The path of each ingress configured, for the router and the fast path.
     var paths: [String] {
@@ -60,6 +75,14 @@ struct Ingress: Sendable {
     enum Route: Sendable {
         case netease(NetEaseSettings)
         case generic(GenericSettings)
+
+        /// The headers (lower-case names) the request of this route is read with.
+        var headerNames: Set<String> {
+            switch self {
+            case .netease: Ingress.neteaseHeaders
+            case .generic: Ingress.genericHeaders
+            }
+        }
     }
 
     /// The request of `route` with this body and headers (looked up by lower-case name).
@@ -70,13 +93,36 @@ struct Ingress: Sendable {
         }
     }
 
-    /// The answer, after waiting for the write it depends on.
-    static func finish(_ result: IngressResult, writer: StorageWriter) async -> IngressAnswer {
+    // MARK: Answering
+
+    /// Answers `result`: at once, on the caller's thread, when the answer
+    /// is ready or the write it depends on is already durable; else once it
+    /// is (or ``Arcade/durabilityWait`` passed), on `eventLoop`, after
+    /// `beforeWaiting` has run.
+    func answer(
+        _ result: IngressResult, on eventLoop: any EventLoop, beforeWaiting: () -> Void = {},
+        _ respond: @escaping @Sendable (IngressAnswer) -> Void
+    ) {
+        switch result {
+        case .now(let answer):
+            respond(answer)
+        case .afterWrite(let ticket, let answer) where arcade.writer.isDurable(ticket):
+            respond(answer(true))
+        case .afterWrite(let ticket, let answer):
+            beforeWaiting()
+            arcade.writer.whenDurable(ticket, timeout: Arcade.durabilityWait, on: eventLoop) { durable in
+                respond(answer(durable))
+            }
+        }
+    }
+
+    /// The answer of `result` for an async caller: after the write it depends on.
+    func answer(_ result: IngressResult) async -> IngressAnswer {
         switch result {
         case .now(let answer):
             return answer
         case .afterWrite(let ticket, let answer):
-            return answer(await writer.waitDurable(ticket, timeout: Arcade.durabilityWait))
+            return answer(await arcade.durable(ticket))
         }
     }
 
