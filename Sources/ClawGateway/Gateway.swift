@@ -47,9 +47,9 @@ struct Gateway {
         }
         let appServer = AppServer.make(config: config, store: store, client: replyClient, clock: clock, logger: logger)
         var environment = MachineEnvironment(
-            clock: clock, publisher: appServer?.mirror.tap(mqtt) ?? mqtt, players: channel, writer: writer, deadlines: Deadlines(),
+            clock: clock, publisher: mqtt, players: channel, writer: writer, deadlines: Deadlines(),
             limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger)
-        environment.feed = feed
+        environment.observers = [feed] + (appServer.map { [$0.mirror] } ?? [])
         let arcade = try Arcade(config: config, environment: environment)
         appServer?.attach(arcade)
         writer.start()

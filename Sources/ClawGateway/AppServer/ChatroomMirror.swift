@@ -9,10 +9,9 @@ import Synchronization
 /// the chatroom queue's elements: key the player's account (prefixed with
 /// the provider for players who are not NetEase's), value `{"nick":"…"}`.
 ///
-/// It is one more consumer of the machines' effects: the retained queue
-/// snapshot each machine publishes (``MirroredPublisher`` hands it over as
-/// it goes out) lands in the machine's slot, a newer one replacing the one
-/// still there (counted as coalesced), so what waits is bounded by the
+/// It observes the machines (``MachineObserver``): the queue snapshot each
+/// machine publishes lands in the machine's slot, a newer one replacing the
+/// one still there (counted as coalesced), so what waits is bounded by the
 /// number of rooms and handing a snapshot over costs a machine a lock and
 /// no I/O. One worker brings each chatroom queue to the latest snapshot with
 /// `queuePoll` (those who left or were offered their turn) and `queueOffer`
@@ -22,22 +21,21 @@ import Synchronization
 /// game. A key NetEase refuses for what it is (a 4xx code: an account
 /// NetEase takes no queue key for) is skipped and counted, once for as
 /// long as that player waits: it never holds up the players behind it.
-final class ChatroomMirror: Service, Sendable {
+final class ChatroomMirror: Service, MachineObserver, Sendable {
     /// One machine with a chatroom.
     struct Room: Sendable {
         /// The machine's index in the arcade.
         var machine: Int
         var machineID: String
         var chatroom: Int64
-        /// Where the machine's snapshots are published.
-        var topic: String
     }
 
     static let minimumBackoff: Duration = .seconds(1)
     static let maximumBackoff: Duration = .seconds(30)
 
     let rooms: [Room]
-    private let byTopic: [String: Int]
+    /// The room of each machine index that has one.
+    private let byMachine: [Int: Int]
     private let api: any ChatroomAPI
     private let clock: GameClock
     private let logger: Logger
@@ -46,7 +44,7 @@ final class ChatroomMirror: Service, Sendable {
 
     private struct Shared {
         /// The latest snapshot of each room not yet taken by the worker.
-        var pending: [Int: [UInt8]] = [:]
+        var pending: [Int: QueueSnapshot] = [:]
         var waiter: CheckedContinuation<Void, Never>?
         /// Something arrived while the worker was busy.
         var woken = false
@@ -75,7 +73,7 @@ final class ChatroomMirror: Service, Sendable {
 
     init(rooms: [Room], api: any ChatroomAPI, clock: GameClock, logger: Logger) {
         self.rooms = rooms
-        byTopic = Dictionary(rooms.enumerated().map { ($0.element.topic, $0.offset) }, uniquingKeysWith: { first, _ in first })
+        byMachine = Dictionary(rooms.enumerated().map { ($0.element.machine, $0.offset) }, uniquingKeysWith: { first, _ in first })
         self.api = api
         self.clock = clock
         self.logger = logger
@@ -85,9 +83,7 @@ final class ChatroomMirror: Service, Sendable {
     /// The rooms of the config's machines that have a chatroom.
     convenience init(config: GatewayConfig, api: any ChatroomAPI, clock: GameClock, logger: Logger) {
         let rooms = config.machines.enumerated().compactMap { index, machine -> Room? in
-            machine.chatroomID.map {
-                Room(machine: index, machineID: machine.id, chatroom: $0, topic: MachineTopics(machine, config.topics).queue)
-            }
+            machine.chatroomID.map { Room(machine: index, machineID: machine.id, chatroom: $0) }
         }
         self.init(rooms: rooms, api: api, clock: clock, logger: logger)
     }
@@ -97,16 +93,11 @@ final class ChatroomMirror: Service, Sendable {
         state.withLock { $0.current = current }
     }
 
-    /// A publisher that hands every snapshot of a mirrored machine to the mirror, then publishes it.
-    func tap(_ publisher: any MachinePublisher) -> any MachinePublisher {
-        MirroredPublisher(inner: publisher, mirror: self)
-    }
-
-    /// A machine published `payload` on `topic`; never waits.
-    func observe(topic: String, payload: [UInt8]) {
-        guard let room = byTopic[topic] else { return }
+    /// A machine published a snapshot; never waits.
+    func snapshot(_ index: Int, _ snapshot: QueueSnapshot, payload: [UInt8]) {
+        guard let room = byMachine[index] else { return }
         let (replaced, waiter) = state.withLock { state in
-            let replaced = state.pending.updateValue(payload, forKey: room) != nil
+            let replaced = state.pending.updateValue(snapshot, forKey: room) != nil
             let waiter = state.waiter
             state.waiter = nil
             if waiter == nil { state.woken = true }
@@ -115,6 +106,8 @@ final class ChatroomMirror: Service, Sendable {
         if replaced { AppServerMetrics.coalesced.increment() }
         waiter?.resume()
     }
+
+    func event(_ index: Int, _ event: GameEvent, payload: [UInt8]) {}
 
     func run() async throws {
         try? await cancelWhenGracefulShutdown { [self] in try await mirror() }
@@ -128,11 +121,7 @@ final class ChatroomMirror: Service, Sendable {
         }
         var backoff = Self.minimumBackoff
         while !Task.isCancelled {
-            for (room, payload) in takePending() {
-                if let snapshot = try? JSONDecoder().decode(QueueSnapshot.self, from: Data(payload)) {
-                    Self.take(snapshot, into: &mirrored[room])
-                }
-            }
+            for (room, snapshot) in takePending() { Self.take(snapshot, into: &mirrored[room]) }
             let work = mirrored.indices.filter { !mirrored[$0].inStep }
             if work.isEmpty {
                 await waitForSnapshot()
@@ -151,8 +140,8 @@ final class ChatroomMirror: Service, Sendable {
         }
     }
 
-    private func takePending() -> [Int: [UInt8]] {
-        state.withLock { state -> [Int: [UInt8]] in
+    private func takePending() -> [Int: QueueSnapshot] {
+        state.withLock { state -> [Int: QueueSnapshot] in
             let pending = state.pending
             state.pending = [:]
             return pending
@@ -311,21 +300,5 @@ final class ChatroomMirror: Service, Sendable {
             }
             waiter?.resume()
         }
-    }
-}
-
-/// The machines' publisher with the chatroom mirror listening: each
-/// retained message (a machine's queue snapshot) is handed to the mirror
-/// as it goes out, whether or not the broker takes it.
-struct MirroredPublisher: MachinePublisher {
-    let inner: any MachinePublisher
-    let mirror: ChatroomMirror
-
-    var isConnected: Bool { inner.isConnected }
-
-    @discardableResult
-    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) throws(MQTTError) -> Int {
-        if retain { mirror.observe(topic: topic, payload: payload) }
-        return try inner.publish(topic, payload: payload, qos: qos, retain: retain)
     }
 }

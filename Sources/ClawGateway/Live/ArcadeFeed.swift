@@ -23,7 +23,7 @@ import Synchronization
 /// dropped (its browser reconnects and starts again from the whole arcade).
 /// At most ``maxClients`` read at once, ``maxClientsPerAddress`` from one
 /// client address.
-final class ArcadeFeed: Service, Sendable {
+final class ArcadeFeed: Service, MachineObserver, Sendable {
     static let tick: Duration = .milliseconds(100)
     static let heartbeat: Duration = .seconds(15)
     static let maxClients = 100
@@ -159,6 +159,15 @@ final class ArcadeFeed: Service, Sendable {
     // MARK: Messages in
 
     /// A machine's retained snapshot, as published.
+    func snapshot(_ machine: Int, _ snapshot: QueueSnapshot, payload: [UInt8]) {
+        self.snapshot(machine, payload)
+    }
+
+    /// A machine's event, as published.
+    func event(_ machine: Int, _ event: GameEvent, payload: [UInt8]) {
+        self.event(machine, payload)
+    }
+
     func snapshot(_ machine: Int, _ payload: [UInt8]) {
         guard hasClients else { return }
         slots[machine].pending.withLock { pending in
@@ -167,7 +176,6 @@ final class ArcadeFeed: Service, Sendable {
         }
     }
 
-    /// A machine's event, as published.
     func event(_ machine: Int, _ payload: [UInt8]) {
         guard hasClients else { return }
         slots[machine].pending.withLock { pending in

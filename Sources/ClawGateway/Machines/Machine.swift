@@ -417,7 +417,7 @@ final class Machine: Sendable {
 
     private func publish(_ event: GameEvent) {
         let payload = event.encoded()
-        environment.feed?.event(index, payload)
+        for observer in environment.observers { observer.event(index, event, payload: payload) }
         do {
             try environment.publisher.publish(topics.events, payload: payload, qos: .atMostOnce, retain: false)
         } catch where error.code == .notConnected {
@@ -431,7 +431,7 @@ final class Machine: Sendable {
     /// the gateway republishes every snapshot when it reconnects.
     private func publish(_ snapshot: QueueSnapshot) {
         let payload = snapshot.encoded()
-        environment.feed?.snapshot(index, payload)
+        for observer in environment.observers { observer.snapshot(index, snapshot, payload: payload) }
         do {
             try environment.publisher.publish(topics.queue, payload: payload, qos: .atLeastOnce, retain: true)
         } catch where error.code == .notConnected {

@@ -26,6 +26,16 @@ protocol PlayerChannel: Sendable {
     func send(_ reply: PlayerReply, from machine: MachineConfig)
 }
 
+/// Who hears of what a machine publishes, besides MQTT: each snapshot and
+/// each event, as it goes out, whether or not the broker takes it. Called
+/// on the thread that carries out the machine's effects: it must not block.
+protocol MachineObserver: Sendable {
+    /// The machine at `index` published `snapshot` (retained, as `payload`).
+    func snapshot(_ index: Int, _ snapshot: QueueSnapshot, payload: [UInt8])
+    /// The machine at `index` published `event` (as `payload`).
+    func event(_ index: Int, _ event: GameEvent, payload: [UInt8])
+}
+
 /// What a machine's game is given: its clock, where it publishes, how it
 /// answers players, where it records, who keeps its deadlines.
 struct MachineEnvironment: Sendable {
@@ -39,8 +49,9 @@ struct MachineEnvironment: Sendable {
     var logger: Logger
     /// Unique to this run of the gateway: session ids are this, the machine's id and a counter.
     var sessionPrefix: String = Self.randomSessionPrefix()
-    /// Where snapshots and events also go: `GET /v1/stream` and the dashboard.
-    var feed: ArcadeFeed?
+    /// Who else hears of each snapshot and event: the live feed (`GET
+    /// /v1/stream`, the dashboard), the chatroom mirror.
+    var observers: [any MachineObserver] = []
 
     static func randomSessionPrefix() -> String {
         Signatures.nonce(bytes: 6) + "-"

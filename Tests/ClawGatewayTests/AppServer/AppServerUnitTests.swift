@@ -129,14 +129,14 @@ final class MemoryNetEase: NetEaseAccounts, ChatroomAPI {
 
     private func mirror(_ api: MemoryNetEase, clock: TestClock<Duration>, start: QueueSnapshot) -> ChatroomMirror {
         let mirror = ChatroomMirror(
-            rooms: [ChatroomMirror.Room(machine: 0, machineID: "m1", chatroom: Self.room, topic: "claw/m1/queue")], api: api,
+            rooms: [ChatroomMirror.Room(machine: 0, machineID: "m1", chatroom: Self.room)], api: api,
             clock: .following(clock, from: Date(timeIntervalSince1970: 1_795_000_000)), logger: Logger(label: "test"))
         mirror.start { _ in start }
         return mirror
     }
 
     private func publish(_ mirror: ChatroomMirror, _ snapshot: QueueSnapshot) {
-        mirror.observe(topic: "claw/m1/queue", payload: snapshot.encoded())
+        mirror.snapshot(0, snapshot, payload: snapshot.encoded())
     }
 
     @Test func followsJoinsLeavesAndTurnsInOrder() async throws {
