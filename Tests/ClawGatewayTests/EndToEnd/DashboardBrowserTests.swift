@@ -109,6 +109,10 @@ extension HeavySuites {
                         let buttons = try await page.findAll(#"button[data-action="remove"][data-machine="m1"]"#)
                         return queue == ["Bob", "Cat", "Dan"] && buttons.count == 3
                     }
+                    // Before a token is typed the buttons are there but off, saying why on hover.
+                    let locked = try await page.execute(
+                        "return Array.from(document.querySelectorAll('button[data-action]'), (button) => button.disabled && button.title.includes('admin token'))")
+                    #expect(locked == .array([WebDriver.JSON](repeating: .bool(true), count: 9)), "3 Remove, and Pause, Resume, Skip turn on both machines, all off")
                     let input = try await page.find("#admin-token")
 
                     // A wrong token: refused, and nothing changes.
@@ -295,8 +299,8 @@ extension HeavySuites {
                         }
                         let today = try await page.texts(".today"), latency = try await Self.texts(page, "m1", ".latency")
                         let drops = try await page.texts(".drops"), admin = try await page.texts("#admin-status")
-                        // Games started today: on m1, Ann's in progress too.
-                        return today == ["Today: 3 games, 2 won (67% won)", "Today: 1 game, 1 won (100% won)"]
+                        // Games ended today; on m1 Ann's, in progress, is told apart (no result yet, so not a game lost).
+                        return today == ["Today: 2 games, 2 won (100% won) · 1 playing", "Today: 1 game, 1 won (100% won)"]
                             && latency.first?.hasPrefix("Ack latency: p50 ") == true && drops == ["Dropped: none", "Dropped: none"]
                             && admin == ["Token kept for this tab."]
                     }

@@ -20,6 +20,7 @@ extension HeavySuites {
         static let debianChartJS = "/usr/share/javascript/chart.js/chart.min.js"
         static let image = #"<img src=x onerror="window.__pwned=1">"#
         static let script = "<script>window.__pwned=2</script>"
+        static let tokenNote = "The recorder needs its read token (recorder.read_token) or the admin token: enter it above."
 
         @Test func chartsAndTablesShowTheRecordersFigures() async throws {
             try Self.requireChartJS()
@@ -44,7 +45,12 @@ extension HeavySuites {
                         Self.Series(label: "arcade-1 · m1", data: [nil, nil, nil, nil, nil, 0.225, 0.5]),
                         Self.Series(label: "arcade-2 · m1", data: [nil, nil, nil, nil, nil, nil, 0]),
                     ])
+                    // Lines with the same rate stay apart: a point style of its own for each.
+                    let styles = try await page.execute(
+                        "return Chart.getChart(document.getElementById('win-rate-chart')).data.datasets.map((set) => set.pointStyle)")
+                    #expect(Set((styles.array ?? []).compactMap(\.string)).count == 3, "\(styles)")
                     #expect(try await page.execute("return document.getElementById('charts-missing').hidden") == .bool(true))
+                    #expect(try await page.texts("#updated").first?.hasSuffix(" UTC.") == true, "the time in UTC, as everything on the page")
 
                     // The daily report: newest day first.
                     #expect(try await Self.rows(page, "#daily") == [
@@ -112,6 +118,46 @@ extension HeavySuites {
             }
         }
 
+        /// Games per hour follows the data: a first hour of games is a day of
+        /// bars ending with the current hour, not a week with a hairline at its
+        /// edge; a month is drawn in 6-hour bars (UTC-aligned), never more than
+        /// a week's worth of bars.
+        @Test func theHourlyAxisFollowsTheData() async throws {
+            try Self.requireChartJS()
+            var first = Self.figures()
+            first.hourly = [
+                "since": "2026-11-18T08:00:00.000Z",
+                "hours": [["hour": "2026-11-25T07:00:00.000Z", "site": "arcade-1", "games": 5, "wins": 1]],
+            ]
+            try await FakeRecorderAPI.with(first) { api in
+                try await WebDriver.with { page in
+                    try await Self.open(page, api)
+                    let day = try await Self.labels(page, "hourly-chart")
+                    #expect(day.count == 24 && day.first == "11-24 08:00" && day.last == "11-25 07:00", "\(day)")
+                    #expect(try await Self.datasets(page, "hourly-chart") == [Self.Series(label: "arcade-1", data: Self.hours(24, [23: 5]))])
+
+                    var month = Self.figures()
+                    month.hourly = [
+                        "since": "2026-10-27T08:00:00.000Z",
+                        "hours": [
+                            ["hour": "2026-10-27T08:00:00.000Z", "site": "arcade-1", "games": 2, "wins": 0],
+                            ["hour": "2026-10-27T13:00:00.000Z", "site": "arcade-1", "games": 3, "wins": 1],
+                            ["hour": "2026-11-26T07:00:00.000Z", "site": "arcade-1", "games": 4, "wins": 1],
+                        ],
+                    ]
+                    api.set(month)
+                    try await page.click(try await page.find(#"#days option[value="30"]"#))
+                    try await page.waitFor("the page to ask for 30 days") { api.query("/v1/report/hourly") == ["hours": "720"] }
+                    try await page.waitFor("a month in 6-hour bars") { try await Self.labels(page, "hourly-chart").count == 121 }
+                    let bars = try await Self.labels(page, "hourly-chart")
+                    #expect(bars.first == "10-27 08:00" && bars[1] == "10-27 12:00" && bars.last == "11-26 06:00", "the first bar starts with the window")
+                    #expect(try await Self.datasets(page, "hourly-chart") == [Self.Series(label: "arcade-1", data: Self.hours(121, [0: 2, 1: 3, 120: 4]))])
+                    let axis = try await page.execute("return Chart.getChart(document.getElementById('hourly-chart')).options.scales.y.title.text")
+                    #expect(axis == .string("games per 6 hours"))
+                }
+            }
+        }
+
         /// Every 30 seconds the page reads the API again and redraws the same
         /// charts: no reload, no click.
         /// Every 30 s by default; `?reload=2` paces it for a wall display, and for this test.
@@ -149,7 +195,9 @@ extension HeavySuites {
                         nothingShown: {
                             let rows = try await page.findAll("#daily tbody tr")
                             let datasets = try await Self.datasets(page, "hourly-chart")
-                            return rows.isEmpty && datasets.isEmpty
+                            // The empty tables say what they wait for.
+                            let notes = try await page.texts("#daily-empty, #games-empty")
+                            return rows.isEmpty && datasets.isEmpty && notes == Array(repeating: Self.tokenNote, count: 2)
                         },
                         live: { try await Self.waitLive(page) })
                     #expect(try await Self.datasets(page, "hourly-chart").map(\.label) == ["arcade-1", "arcade-2"])

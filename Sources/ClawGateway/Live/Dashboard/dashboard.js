@@ -291,9 +291,9 @@
   function renderStats(machine) {
     const s = machine.stats;
     const playing = gameOn(machine);
+    const wins = tally(s.wins_today);
     // A game started before midnight and still on is not in games_today: never below the wins.
-    const ended = Math.max(count(s.wins_today), count(s.games_today) - playing);
-    const wins = count(s.wins_today);
+    const ended = Math.max(wins, tally(s.games_today) - playing);
     const rate = ended > 0 ? Math.round((100 * wins) / ended) + "% won" : "no game yet";
     const figures = ended > 0 || playing === 0 ? ended + (ended === 1 ? " game, " : " games, ") + wins + " won (" + rate + ")" : "no game ended yet";
     machine.today.textContent = "Today: " + figures + (playing > 0 ? " · " + playing + " playing" : "");
@@ -315,7 +315,7 @@
     return state === "offline" && snapshot && !snapshot.online && snapshot.player ? 1 : 0;
   }
 
-  function count(value) {
+  function tally(value) {
     return Number.isFinite(value) ? value : 0;
   }
 

@@ -43,7 +43,7 @@
   const MAX_TICKS = 8;
   const PALETTE = ["#4e9af1", "#f39c4a", "#5fd38d", "#e0607e", "#b48ef0", "#e8c547", "#4fd1c5", "#c7836b", "#8fbf4d", "#93a1ae"];
   // Win rate: a shape per line as well as a colour, so that machines with the
-  // same rate on a day stay apart (with a slight sideways shift, ``dodge``).
+  // same rate on a day stay apart (with a slight sideways shift: dodge, below).
   const POINT_STYLES = ["circle", "rect", "triangle", "rectRot", "star", "crossRot", "rectRounded", "cross"];
 
   const page = {
@@ -96,7 +96,7 @@
     return page.styles.get(key);
   }
 
-  // ISO 8601 UTC pieces: "11-24 08:00", "08:00", "11-24".
+  // A time in UTC as the charts write it: "11-24 08:00" (month-day hour).
   function utcLabel(ms) {
     const iso = new Date(ms).toISOString();
     return iso.slice(5, 10) + " " + iso.slice(11, 16);
@@ -262,7 +262,7 @@
   // window's end at the least) to the window's end, the current hour; an hour
   // the recorder does not list had no game. Past MAX_BARS hours, a bar holds
   // several (BAR_HOURS, aligned on UTC midnight); the first bar starts with
-  // the window, the last one ends with the current hour.
+  // the first hour shown, the last one ends with the current hour.
   function renderHourly(answer, hours) {
     const since = Date.parse(answer.since);
     const labels = [];
@@ -486,7 +486,7 @@
       data: { labels: [], datasets: [] },
       options: Object.assign({}, common, {
         // A bar of a few hours stays a bar, not a slab; 168 stay visible.
-        datasets: { bar: { categoryPercentage: 0.9, barPercentage: 0.9, maxBarThickness: 40, minBarLength: 0 } },
+        datasets: { bar: { categoryPercentage: 0.9, barPercentage: 0.9, maxBarThickness: 40 } },
         scales: {
           x: {
             stacked: true,
@@ -496,7 +496,8 @@
           y: { stacked: true, beginAtZero: true, grace: "5%", ticks: { precision: 0 }, title: { display: true, text: "games" } },
         },
         plugins: Object.assign({}, common.plugins, {
-          tooltip: { callbacks: { title: (items) => (items.length > 0 ? barTitle(items[0].dataIndex) : "") } },
+          // The bar's hours, and the sites that played in them.
+          tooltip: { filter: (item) => item.parsed.y > 0, callbacks: { title: (items) => (items.length > 0 ? barTitle(items[0].dataIndex) : "") } },
         }),
       }),
     });
@@ -511,7 +512,17 @@
         layout: { padding: { top: 8, right: 8 } },
         scales: {
           // offset: the first and the last day are half a day in from the edges.
-          x: { offset: true, ticks: { maxRotation: 0, autoSkipPadding: 16, callback: (value, index, ticks) => String(page.winRate.data.labels[value] || "").slice(5) } },
+          // The day without its year on the axis ("11-24"), whole in the tooltip.
+          x: {
+            offset: true,
+            ticks: {
+              maxRotation: 0,
+              autoSkipPadding: 16,
+              callback(value) {
+                return String(this.getLabelForValue(value)).slice(5);
+              },
+            },
+          },
           // A little room below 0 % and above 100 %, the grid at every quarter.
           y: {
             min: -0.05,
@@ -524,7 +535,7 @@
           },
         },
         plugins: Object.assign({}, common.plugins, {
-          legend: { position: "bottom", labels: { usePointStyle: true, boxWidth: 8 } },
+          legend: { position: "bottom", labels: { usePointStyle: true, boxWidth: 8, boxHeight: 8 } },
           // Every machine with a point that day, the highest rate first.
           tooltip: {
             usePointStyle: true,
