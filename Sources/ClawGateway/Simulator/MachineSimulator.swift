@@ -66,10 +66,10 @@ struct MachineSimulator: Service {
     func run() async throws {
         let client = client, topics = topics
         client.onConnected { Self.say(.online, client: client, topics: topics) }
+        client.onMessage { [self] message in handle(message) }
         client.subscribe(Array(Set([topics.control, topics.camera])), qos: .atMostOnce)
         client.start()
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await handleMessages() }
             if let offlineAfter = behaviour.offlineAfter {
                 group.addTask { await flap(every: offlineAfter) }
             }
@@ -80,13 +80,14 @@ struct MachineSimulator: Service {
         }
     }
 
-    private func handleMessages() async {
-        for await message in client.messages {
+    /// One message for the PC, on the client's thread.
+    private func handle(_ message: MQTTMessage) {
+        do {
             receipts?.record(
                 machine: machine.id, topic: message.topic == topics.camera ? "camera" : "control", payload: message.payload)
             guard let command = try? WireMessage.decode(message.payload), let serial = command.serial else {
                 logger.warning("Simulator ignored a message it cannot read", metadata: ["mqtt.topic": .string(message.topic)])
-                continue
+                return
             }
             logger.info(
                 "Simulated machine received",

@@ -410,18 +410,13 @@ extension HeavySuites {
         let client: MQTTClient
         let name: String
         private let received = Recorder<MQTTMessage>()
-        private let reader: Task<Void, Never>
 
         init(configuration: MQTTClientConfiguration, subscribe topics: [String]) throws {
             name = configuration.clientID
             client = try MQTTClient(configuration: configuration, logger: Logger(label: "deploy-test.\(configuration.clientID)"))
             if !topics.isEmpty { client.subscribe(topics, qos: .atLeastOnce) }
-            let client = client, received = received
-            reader = Task {
-                for await message in client.messages {
-                    received.append(message)
-                }
-            }
+            let received = received
+            client.onMessage { received.append($0) }
             client.start()
         }
 
@@ -456,7 +451,6 @@ extension HeavySuites {
 
         func stop() async {
             await client.shutdown()
-            await reader.value
         }
     }
 }

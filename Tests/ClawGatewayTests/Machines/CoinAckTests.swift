@@ -99,19 +99,14 @@ import Testing
     /// PC all the same: a PC playing a game the gateway had ended.
     @Test func aCoinOnItsWayWhenTheGatewayReconnectsGoesOutOnTheNewConnectionAndItsGameGoesOn() async throws {
         let game = try await GameHarness.online()
-        let held = Atomic<Bool>(false), released = Atomic<Bool>(false)
-        game.publisher.onPublish { publication, before in
+        // The reconnect's hook runs at the very moment the coin is on its way: in the publish, before it goes out.
+        game.publisher.onPublish { [game] publication, before in
             guard before, publication.text.hasPrefix(#"{"command":1001"#) else { return }
-            held.store(true, ordering: .releasing)
-            let deadline = ContinuousClock.now + .seconds(5)
-            while !released.load(ordering: .acquiring), ContinuousClock.now < deadline { usleep(500) }
+            game.publisher.onPublish(nil)
+            game.publisher.reconnect()
+            game.arcade.republish(connection: game.publisher.connection)
         }
-        async let played: Void = game.play("alice")
-        try await eventually("the coin on its way") { held.load(ordering: .acquiring) }
-        game.publisher.reconnect()
-        game.arcade.republish(connection: game.publisher.connection)
-        released.store(true, ordering: .releasing)
-        try await played
+        try await game.play("alice")
         await game.settle()
         #expect(game.commands.filter { $0.code == .addCoins }.count == 1, "the coin went out, once")
         #expect(game.events(.gameEnded).isEmpty, "its game was not ended: \(game.events(.gameEnded))")
@@ -129,20 +124,15 @@ import Testing
     /// been lost with that connection: its game ends as at a reconnect.
     @Test func aCoinPublishedOnTheOldConnectionJustBeforeTheReconnectEndsItsGame() async throws {
         let game = try await GameHarness.online()
-        let held = Atomic<Bool>(false), released = Atomic<Bool>(false)
-        game.publisher.onPublish { publication, before in
+        game.publisher.onPublish { [game] publication, before in
             guard !before, publication.text.hasPrefix(#"{"command":1001"#) else { return }
-            held.store(true, ordering: .releasing)
-            let deadline = ContinuousClock.now + .seconds(5)
-            while !released.load(ordering: .acquiring), ContinuousClock.now < deadline { usleep(500) }
+            game.publisher.onPublish(nil)
+            game.publisher.reconnect()
+            game.arcade.republish(connection: game.publisher.connection)
         }
-        async let played: Void = game.play("alice")
-        try await eventually("the coin just published") { held.load(ordering: .acquiring) }
-        game.publisher.reconnect()
-        game.arcade.republish(connection: game.publisher.connection)
-        released.store(true, ordering: .releasing)
-        try await played
-        await game.settle()
+        await game.join("alice")
+        let session = try #require(game.offer(to: "alice"))
+        await game.send("alice", #"{"command":12,"data":"\#(session)"}"#)
         await game.settle()
         try endedByLostCoin(game, reason: "coin_connection_lost")
         await game.stop()

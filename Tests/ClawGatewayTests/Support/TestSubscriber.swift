@@ -10,18 +10,13 @@ import Testing
 final class TestSubscriber: Sendable {
     let client: MQTTClient
     private let received = Recorder<MQTTMessage>()
-    private let reader: Task<Void, Never>
 
     init(broker: MosquittoBroker, topics: [String], clientID: String = "test-sub-\(UUID().uuidString.prefix(6))") async throws {
         let configuration = MQTTClientConfiguration(host: "127.0.0.1", port: broker.port, clientID: clientID)
         client = try MQTTClient(configuration: configuration, logger: Logger(label: "test-subscriber"))
         client.subscribe(topics, qos: .atLeastOnce)
-        let client = client, received = received
-        reader = Task {
-            for await message in client.messages {
-                received.append(message)
-            }
-        }
+        let received = received
+        client.onMessage { received.append($0) }
         client.start()
         try await eventually("the test subscriber to connect") { client.isConnected }
     }
@@ -66,7 +61,6 @@ final class TestSubscriber: Sendable {
 
     func stop() async {
         await client.shutdown()
-        await reader.value
     }
 }
 
