@@ -18,7 +18,7 @@ extension MQTTClient {
     /// Connect, run the network loop until the connection ends, back off,
     /// again; until ``shutdown(timeout:)``.
     func runLoop() {
-        core.withLock { $0.loopThread = pthread_self() }
+        loopThread.store(pthread_self(), ordering: .relaxed)
         let mosq = handle.pointer
         let brokers = configuration.brokers
         var next = 0

@@ -47,10 +47,12 @@ final class MQTTClient: Sendable {
     /// Wakes the loop thread from `poll` (shutdown, output waiting) and from a backoff sleep.
     let wake: WakePipe
     let warnings = LogLimiter()
-    /// Whether the connection is up, for readers that must not wait for the
-    /// lock (every machine transition asks): a copy of ``Core/connection``,
+    /// ``Core/connection`` for readers that must not wait for the lock
+    /// (every machine transition asks): 0 down, 1 its hooks run, 2 open;
     /// written only under the lock, with it.
-    private let up = Atomic<Bool>(false)
+    private let up = Atomic<Int>(0)
+    /// The loop thread, which alone publishes while the hooks run; set once, as it starts.
+    let loopThread = Atomic<UInt>(0)
 
     /// Everything the client knows, guarded by its one lock.
     struct Core {
@@ -95,8 +97,6 @@ final class MQTTClient: Sendable {
         var dropRequested = false
         /// Inbound messages dropped for being over ``MQTTClientConfiguration/maxInboundPayload``.
         var oversized = 0
-        /// The loop thread, which alone publishes while the hooks run.
-        var loopThread: pthread_t?
         /// Resumed when the loop thread ends.
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
         /// What the callbacks noted, for the loop thread to act on after the lock.
@@ -211,8 +211,18 @@ final class MQTTClient: Sendable {
 
     // MARK: Public surface
 
-    /// A CONNACK said yes and the connection has not ended (its hooks may still be running).
-    var isConnected: Bool { up.load(ordering: .acquiring) }
+    /// Whether a publish from this thread goes through now: the connection
+    /// is open, or its connected hooks run on this thread.
+    var isConnected: Bool {
+        switch up.load(ordering: .acquiring) {
+        case 2: return true
+        case 1: return isLoopThread
+        default: return false
+        }
+    }
+
+    /// Whether the caller runs on the client's own thread (the hooks and handlers do).
+    var isLoopThread: Bool { loopThread.load(ordering: .relaxed) == pthread_self() }
 
     /// How many times a connection has been established, the first included.
     var connectCount: Int { core.withLock { $0.connects } }
@@ -308,7 +318,7 @@ final class MQTTClient: Sendable {
                     let generation = core.withLock { core -> Int? in
                         switch core.connection {
                         case .open(let generation): return generation
-                        case .hooks(let generation) where core.loopThread.map({ pthread_equal($0, pthread_self()) != 0 }) == true:
+                        case .hooks(let generation) where isLoopThread:
                             return generation
                         case .down, .hooks:
                             return nil
@@ -369,7 +379,12 @@ final class MQTTClient: Sendable {
     /// Sets the connection, and its lock-free copy. Under the lock.
     func setConnection(_ connection: Core.Connection, _ core: inout Core) {
         core.connection = connection
-        up.store(connection != .down, ordering: .releasing)
+        let value = switch connection {
+        case .down: 0
+        case .hooks: 1
+        case .open: 2
+        }
+        up.store(value, ordering: .releasing)
     }
 
     /// Within ``Guarded/locked(_:)`` (a callback, or a caller that took it).
