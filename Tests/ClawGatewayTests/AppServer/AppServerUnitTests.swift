@@ -236,11 +236,13 @@ final class MemoryNetEase: NetEaseAccounts, ChatroomAPI {
 }
 
 /// A series' value on `/metrics` now, e.g. `claw_chatroom_mirror_repairs_total`.
+/// A series' value in the process's registry; 0 while it does not exist yet
+/// (a counter is created when first used, which may be by another test).
 func metricValue(_ series: String) -> Int64 {
     var buffer: [UInt8] = []
     GatewayMetrics.registry.emit(into: &buffer)
     let line = String(decoding: buffer, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix(series + " ") }
-    return line.flatMap { $0.split(separator: " ").last }.flatMap { Int64($0) } ?? -1
+    return line.flatMap { $0.split(separator: " ").last }.flatMap { Int64($0) } ?? 0
 }
 
 @Suite struct TouristsTests {
