@@ -5,7 +5,7 @@ import Testing
 
 @testable import ClawGateway
 
-extension ChainSuites {
+extension DatabaseSuites {
     /// Nothing lost, nothing twice (SPEC §10), for real: PostgreSQL 15, the
     /// three-node cluster, two sites playing whole games all along, and
     /// `claw-gateway record`, while the recorder, the database, a node and

@@ -5,7 +5,7 @@ import Testing
 
 @testable import ClawGateway
 
-extension HeavySuites {
+extension DatabaseSuites {
     /// The recorder's store against a real PostgreSQL 15: what the history's
     /// readers may take of the database.
     @Suite struct RecorderStoreTests {

@@ -61,7 +61,7 @@ import Testing
     }
 }
 
-extension HeavySuites {
+extension DatabaseSuites {
     /// `claw-gateway record` as a child process against a real mosquitto (the
     /// bus) and a real PostgreSQL 15, with fake sites publishing records.
     @Suite struct RecorderTests {

@@ -80,7 +80,7 @@ import Testing
     }
 }
 
-extension HeavySuites {
+extension DatabaseSuites {
     /// The router in this process against a real mosquitto, with fake sites
     /// (MQTT clients that publish a directory and heartbeats and answer
     /// copies) and the fake NetEase API for the players' replies.

@@ -8,7 +8,7 @@ import Testing
 
 @testable import ClawGateway
 
-extension HeavySuites {
+extension DatabaseSuites {
     /// The chain's history page (``HistoryDashboardRoutes``) in a real
     /// browser: Debian's chromium, headless, through chromedriver
     /// (``WebDriver``), drawing with Chart.js from Debian's `libjs-chart.js`
