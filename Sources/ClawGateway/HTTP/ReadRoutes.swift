@@ -21,7 +21,7 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
             await readiness()
         }
         reads.get("/v1/machines") { _, _ in
-            JSONResponse.make(.ok, MachineList(machines: arcade.machines.map { MachineSummary($0) }))
+            JSONResponse.make(.ok, MachineList(machines: arcade.machines.map { MachineObject($0) }))
         }
         reads.get("/v1/machines/:id") { _, context in
             let machine = try machine(context)
@@ -89,24 +89,29 @@ extension RequestContext {
 
 // MARK: Shapes
 
-struct MachineList: Codable {
-    var machines: [MachineSummary]
+struct MachineList: Encodable {
+    var machines: [MachineObject]
 }
 
-/// A machine in the room list.
-struct MachineSummary: Codable {
+/// A machine as the read API shows it (SPEC §5's machine object), at a
+/// site and, through a router, at the chain: every key present, `null` for
+/// what the one showing it does not know (a router knows no cameras, nor
+/// anything of a machine whose snapshot has not reached it), and
+/// `im_account` where the router lists it.
+struct MachineObject: Encodable, Sendable {
     var id: String
     var name: String
-    var online: Bool
-    var state: MachineStatus
-    var paused: Bool
+    var imAccount: String?
+    var online: Bool?
+    var state: MachineStatus?
+    var paused: Bool?
     /// No new turn until the PC acks or says online again (SPEC §3).
-    var suspect: Bool
-    var queueLength: Int
+    var suspect: Bool?
+    var queueLength: Int?
     var player: CurrentPlayer?
-    var cameras: [Camera]
+    var cameras: [Camera]?
 
-    struct Camera: Codable {
+    struct Camera: Codable, Sendable {
         var id: String
         var stream: String?
     }
@@ -115,20 +120,38 @@ struct MachineSummary: Codable {
         self.init(machine.config, machine.currentSnapshot())
     }
 
+    /// A site's own machine: everything is known.
     init(_ config: MachineConfig, _ snapshot: QueueSnapshot) {
         id = config.id
         name = config.name
+        cameras = config.cameras.map { Camera(id: $0.id, stream: $0.stream) }
+        show(snapshot)
+    }
+
+    /// A machine of the chain as a router knows it: its site's directory
+    /// entry, the PC's presence and the site's last snapshot, each if any.
+    init(_ machine: ChainDirectory.Machine, online: Bool?, snapshot: QueueSnapshot?) {
+        id = machine.id
+        name = machine.name
+        imAccount = machine.imAccount
+        if let snapshot { show(snapshot) }
+        // The PC's own word first; the gateway's snapshot when it is all there is.
+        if let online { self.online = online }
+    }
+
+    private mutating func show(_ snapshot: QueueSnapshot) {
         online = snapshot.online
         state = snapshot.state
         paused = snapshot.paused
         suspect = snapshot.suspect
         queueLength = snapshot.length
         player = snapshot.player
-        cameras = config.cameras.map { Camera(id: $0.id, stream: $0.stream) }
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, name, online, state, paused, suspect
+        case id, name
+        case imAccount = "im_account"
+        case online, state, paused, suspect
         case queueLength = "queue_length"
         case player, cameras
     }
@@ -137,6 +160,7 @@ struct MachineSummary: Codable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
         try container.encode(name, forKey: .name)
+        try container.encodeIfPresent(imAccount, forKey: .imAccount)
         try container.encode(online, forKey: .online)
         try container.encode(state, forKey: .state)
         try container.encode(paused, forKey: .paused)
@@ -149,12 +173,12 @@ struct MachineSummary: Codable {
 
 /// One machine with its waiting list.
 struct MachineDetail: Encodable {
-    var summary: MachineSummary
+    var summary: MachineObject
     var waiting: [WaitingPlayer]
 
     init(_ machine: Machine) {
         let snapshot = machine.currentSnapshot()
-        summary = MachineSummary(machine.config, snapshot)
+        summary = MachineObject(machine.config, snapshot)
         waiting = snapshot.waiting
     }
 

@@ -352,7 +352,7 @@ final class ChainSites: Sendable {
                         site: site, reachable: Self.reachable(site, state, now: now),
                         machines: (directory?.machines ?? []).map { machine in
                             let key = MachineKey(site: site, machine: machine.id)
-                            return SiteList.Machine(machine, online: state.presence[key], snapshot: state.snapshots[key])
+                            return MachineObject(machine, online: state.presence[key], snapshot: state.snapshots[key])
                         })
                 })
         }
@@ -360,64 +360,15 @@ final class ChainSites: Sendable {
 }
 
 /// `{"sites":[{"site","reachable","machines":[…]}]}`: each machine as the
-/// read API's machine object (SPEC §5), with `null` for what the cluster
-/// has not told the router (no snapshot yet; cameras, which directories do
-/// not carry), plus its `im_account`.
+/// read API's machine object (SPEC §5, ``MachineObject``), with `null` for
+/// what the cluster has not told the router (no snapshot yet; cameras,
+/// which directories do not carry), plus its `im_account`.
 struct SiteList: Encodable, Sendable {
     var sites: [Site]
 
     struct Site: Encodable, Sendable {
         var site: String
         var reachable: Bool
-        var machines: [Machine]
-    }
-
-    struct Machine: Encodable, Sendable {
-        var id: String
-        var name: String
-        var imAccount: String
-        var online: Bool?
-        var state: MachineStatus?
-        var paused: Bool?
-        var suspect: Bool?
-        var queueLength: Int?
-        var player: CurrentPlayer?
-        var cameras: [MachineSummary.Camera]?
-
-        init(_ machine: ChainDirectory.Machine, online: Bool?, snapshot: QueueSnapshot?) {
-            id = machine.id
-            name = machine.name
-            imAccount = machine.imAccount
-            // The PC's own word first; the gateway's snapshot when it is all there is.
-            self.online = online ?? snapshot?.online
-            state = snapshot?.state
-            paused = snapshot?.paused
-            suspect = snapshot?.suspect
-            queueLength = snapshot?.length
-            player = snapshot?.player
-        }
-
-        enum CodingKeys: String, CodingKey {
-            case id, name
-            case imAccount = "im_account"
-            case online, state, paused, suspect
-            case queueLength = "queue_length"
-            case player, cameras
-        }
-
-        /// Every key present, `null` where unknown.
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(id, forKey: .id)
-            try container.encode(name, forKey: .name)
-            try container.encode(imAccount, forKey: .imAccount)
-            try container.encode(online, forKey: .online)
-            try container.encode(state, forKey: .state)
-            try container.encode(paused, forKey: .paused)
-            try container.encode(suspect, forKey: .suspect)
-            try container.encode(queueLength, forKey: .queueLength)
-            try container.encode(player, forKey: .player)
-            try container.encode(cameras, forKey: .cameras)
-        }
+        var machines: [MachineObject]
     }
 }
