@@ -19,8 +19,6 @@
     // Site name -> { section, badges, count, note, grid, machines: Map(id -> card parts) }.
     sites: new Map(),
     empty: null,
-    request: null,
-    timer: 0,
   };
 
   const $ = (id) => document.getElementById(id);
@@ -46,23 +44,15 @@
 
   // MARK: Polling
 
-  // One request at a time; the next one a second after this one ended.
-  function poll() {
-    clearTimeout(page.timer);
-    if (page.request) page.request.abort();
-    const controller = new AbortController();
-    page.request = controller;
-    const timeout = setTimeout(() => controller.abort(), REQUEST_TIMEOUT);
-    let shown = false;
-    let note = null;
-    let delay = POLL_INTERVAL;
-    readToken
-      .fetch("/v1/sites", { headers: { Accept: "application/json" }, cache: "no-store", signal: controller.signal })
+  // GET /v1/sites, shown: the request of readToken's poller, once a second.
+  function request(signal, result) {
+    return readToken
+      .fetch("/v1/sites", { headers: { Accept: "application/json" }, cache: "no-store", signal })
       .then((response) => {
         if (response.status === 401) return needToken();
         if (!response.ok) {
-          note = readToken.note(response) || "The router answered " + response.status + "; retrying…";
-          delay = readToken.delay(response, delay);
+          result.note = readToken.note(response) || "The router answered " + response.status + "; retrying…";
+          result.delay = readToken.delay(response, result.delay);
           return;
         }
         return response.json().then((body) => {
@@ -70,18 +60,8 @@
           readToken.accepted();
           render(body.sites);
           setLive(true);
-          shown = true;
+          result.shown = true;
         });
-      })
-      .catch(() => {})
-      .then(() => {
-        clearTimeout(timeout);
-        // A newer request (a token just entered) took over.
-        if (page.request !== controller) return;
-        page.request = null;
-        if (readToken.waiting) return;
-        if (!shown) setLive(false, note);
-        page.timer = setTimeout(poll, delay);
       });
   }
 
@@ -98,8 +78,9 @@
 
   // MARK: The read token (router.read_token)
 
-  // Built at start (the form goes before <main>).
+  // Built at start (the form goes before <main>), with the polling loop.
   let readToken = null;
+  let poll = null;
 
   // The router wants a token: no polling until one is entered.
   function needToken() {
@@ -249,8 +230,9 @@
       server: "router",
       setting: "router.read_token",
       misdirected: "The router does not answer to this address (421)",
-      onToken: poll,
+      onToken: () => poll(),
     });
+    poll = readToken.poller({ interval: POLL_INTERVAL, timeout: REQUEST_TIMEOUT, request, setLive });
     poll();
   });
 })();

@@ -47,8 +47,6 @@
   const POINT_STYLES = ["circle", "rect", "triangle", "rectRot", "star", "crossRot", "rectRounded", "cross"];
 
   const page = {
-    request: null,
-    timer: 0,
     // The Chart.js charts; null when Chart.js is missing.
     hourly: null,
     winRate: null,
@@ -150,14 +148,10 @@
 
   // MARK: Loading
 
-  // One load at a time: a new one (a filter changed) takes over; the next
-  // one RELOAD_INTERVAL after this one ended.
-  function load() {
-    clearTimeout(page.timer);
-    if (page.request) page.request.abort();
-    const controller = new AbortController();
-    page.request = controller;
-    const timeout = setTimeout(() => controller.abort(), REQUEST_TIMEOUT);
+  // The three reads for the filters chosen, shown: the request of
+  // readToken's poller (load), every RELOAD_INTERVAL and at once when a
+  // filter changes.
+  function request(signal, result) {
     const chosen = filters();
     const hours = Math.min(chosen.days * 24, MAX_HOURS);
     const scope = { site: chosen.site, machine: chosen.machine };
@@ -166,46 +160,32 @@
       "/v1/report/daily?" + query(Object.assign({ days: chosen.days }, scope)),
       "/v1/games?" + query(Object.assign({ limit: GAMES_LIMIT }, scope)),
     ];
-    const options = { headers: { Accept: "application/json" }, cache: "no-store", signal: controller.signal };
+    const options = { headers: { Accept: "application/json" }, cache: "no-store", signal };
     if (!page.shown) tableNotes("Waiting for the recorder…");
-    let shown = false;
-    let note = null;
-    let delay = RELOAD_INTERVAL;
-    Promise.all(urls.map((url) => readToken.fetch(url, options)))
-      .then((responses) => {
-        if (responses.some((response) => response.status === 401)) return needToken();
-        const failed = responses.find((response) => !response.ok);
-        if (failed) {
-          note = readToken.note(failed) || "The recorder answered " + failed.status + "; retrying…";
-          delay = readToken.delay(failed, delay);
-          return failed
-            .json()
-            .then((body) => {
-              if (body && typeof body.message === "string" && failed.status !== 429 && failed.status !== 421) note += " " + body.message;
-            })
-            .catch(() => {});
-        }
-        return Promise.all(responses.map((response) => response.json())).then(([hourly, daily, games]) => {
-          if (!hourly || !Array.isArray(hourly.hours)) throw new Error("no hours in the answer");
-          if (!daily || !Array.isArray(daily.days)) throw new Error("no days in the answer");
-          if (!games || !Array.isArray(games.games)) throw new Error("no games in the answer");
-          readToken.accepted();
-          render(chosen, hours, hourly, daily, games.games);
-          setLive(true);
-          shown = true;
-          page.shown = true;
-        });
-      })
-      .catch(() => {})
-      .then(() => {
-        clearTimeout(timeout);
-        // A newer load (a filter changed, a token entered) took over.
-        if (page.request !== controller) return;
-        page.request = null;
-        if (readToken.waiting) return;
-        if (!shown) setLive(false, note);
-        page.timer = setTimeout(load, delay);
+    return Promise.all(urls.map((url) => readToken.fetch(url, options))).then((responses) => {
+      if (responses.some((response) => response.status === 401)) return needToken();
+      const failed = responses.find((response) => !response.ok);
+      if (failed) {
+        result.note = readToken.note(failed) || "The recorder answered " + failed.status + "; retrying…";
+        result.delay = readToken.delay(failed, result.delay);
+        return failed
+          .json()
+          .then((body) => {
+            if (body && typeof body.message === "string" && failed.status !== 429 && failed.status !== 421) result.note += " " + body.message;
+          })
+          .catch(() => {});
+      }
+      return Promise.all(responses.map((response) => response.json())).then(([hourly, daily, games]) => {
+        if (!hourly || !Array.isArray(hourly.hours)) throw new Error("no hours in the answer");
+        if (!daily || !Array.isArray(daily.days)) throw new Error("no days in the answer");
+        if (!games || !Array.isArray(games.games)) throw new Error("no games in the answer");
+        readToken.accepted();
+        render(chosen, hours, hourly, daily, games.games);
+        setLive(true);
+        result.shown = true;
+        page.shown = true;
       });
+    });
   }
 
   function setLive(live, note) {
@@ -221,8 +201,9 @@
 
   // MARK: The read token (recorder.read_token)
 
-  // Built at start (the form goes before <main>).
+  // Built at start (the form goes before <main>), with the loading loop.
   let readToken = null;
+  let load = null;
 
   // The recorder wants a token: no loading until one is entered. The tables,
   // empty until a first answer, say so rather than "Waiting for the recorder…"
@@ -576,17 +557,18 @@
       server: "recorder",
       setting: "recorder.read_token",
       misdirected: "The recorder does not answer to this address (421)",
-      onToken: load,
+      onToken: () => load(),
     });
+    load = readToken.poller({ interval: RELOAD_INTERVAL, timeout: REQUEST_TIMEOUT, request, setLive });
     $("site").addEventListener("change", () => {
       const chosen = filters();
       if (chosen.machine && !machinesOf(chosen.site).includes(chosen.machine)) $("machine").value = "";
       renderFilters();
       load();
     });
-    $("machine").addEventListener("change", load);
-    $("days").addEventListener("change", load);
-    $("reload").addEventListener("click", load);
+    $("machine").addEventListener("change", () => load());
+    $("days").addEventListener("change", () => load());
+    $("reload").addEventListener("click", () => load());
     load();
   });
 })();

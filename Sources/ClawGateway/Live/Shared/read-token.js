@@ -16,7 +16,7 @@
 // then token.fetch(url, init) in place of fetch(url, init), token.refused()
 // on a 401, token.accepted() once an answer was read, token.waiting while
 // the form waits, and token.note(response) / token.delay(response, ms) on
-// any other refusal.
+// any other refusal. A page that polls gets its loop from token.poller(…).
 "use strict";
 
 (function () {
@@ -114,6 +114,40 @@
       delay(response, delay) {
         const after = Number(response.headers.get("Retry-After"));
         return after > 0 ? Math.max(delay, after * 1000) : delay;
+      },
+
+      // The pages' polling loop. Returns run(): one request at a time (a new
+      // run, when a filter changed or a token was entered, takes the place
+      // of the one in flight), cut off after `timeout` ms; the next one
+      // `interval` ms after this one ended, or later as a refusal asked;
+      // none while the form waits for a token. request(signal, result)
+      // fetches and shows, returning a promise: it sets result.shown when it
+      // showed an answer, else result.note and result.delay as it sees fit.
+      // A try that showed nothing calls setLive(false, result.note).
+      poller({ interval, timeout, request, setLive }) {
+        let inFlight = null;
+        let timer = 0;
+        const run = () => {
+          clearTimeout(timer);
+          if (inFlight) inFlight.abort();
+          const controller = new AbortController();
+          inFlight = controller;
+          const cutOff = setTimeout(() => controller.abort(), timeout);
+          const result = { shown: false, note: null, delay: interval };
+          Promise.resolve()
+            .then(() => request(controller.signal, result))
+            .catch(() => {})
+            .then(() => {
+              clearTimeout(cutOff);
+              // A newer run took over.
+              if (inFlight !== controller) return;
+              inFlight = null;
+              if (waiting) return;
+              if (!result.shown) setLive(false, result.note);
+              timer = setTimeout(run, result.delay);
+            });
+        };
+        return run;
       },
     };
   }
