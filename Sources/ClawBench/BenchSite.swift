@@ -25,8 +25,8 @@ final class BenchSite: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         // The broker may drop to its own user: it must be able to read its config.
         chmod(directory.path, 0o755)
-        brokerPort = try Self.freePort()
-        httpPort = try Self.freePort()
+        brokerPort = try Loopback.freePort()
+        httpPort = try Loopback.freePort()
     }
 
     var base: String { "http://127.0.0.1:\(httpPort)" }
@@ -97,17 +97,7 @@ final class BenchSite: Sendable {
     @discardableResult
     private func spawn(_ name: String, _ path: String, _ arguments: [String]) throws -> pid_t {
         let log = directory.appendingPathComponent("\(name).log").path
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
-        guard rc == 0 else { throw BenchError("cannot start \(path): \(String(cString: strerror(rc)))") }
+        let pid = try Spawn.start([path] + arguments, Spawn.Files(output: log))
         processes.withLock { $0.append((name, pid)) }
         return pid
     }
@@ -201,39 +191,10 @@ final class BenchSite: Sendable {
 
     private func waitForPort(_ port: Int) throws {
         for _ in 0..<1000 {
-            if Self.canConnect(port) { return }
+            if Loopback.listens(port) { return }
             usleep(10_000)
         }
         throw BenchError("nothing listens on port \(port); the broker's log:\n" + logTail("mosquitto"))
-    }
-
-    private static func canConnect(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
-    }
-
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw BenchError("no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

@@ -187,10 +187,10 @@ final class RecordsRig: Sendable {
         directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("claw-bench-records-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         chmod(directory.path, 0o755)
-        brokerPort = try RecordsRig.freePort()
-        postgresPort = try RecordsRig.freePort()
-        recorderPort = try RecordsRig.freePort()
-        sitePort = try RecordsRig.freePort()
+        brokerPort = try Loopback.freePort()
+        postgresPort = try Loopback.freePort()
+        recorderPort = try Loopback.freePort()
+        sitePort = try Loopback.freePort()
         if getuid() == 0 {
             guard let account = getpwnam("postgres") else {
                 throw BenchError("running as root, and there is no postgres user to run PostgreSQL as (initdb refuses root): apt-get install -y postgresql-15")
@@ -287,7 +287,7 @@ final class RecordsRig: Sendable {
         }
         try spawn("mosquitto", mosquitto, ["-c", config.path])
         for _ in 0..<1000 {
-            if Self.canConnect(brokerPort) { return }
+            if Loopback.listens(brokerPort) { return }
             usleep(10_000)
         }
         throw BenchError("mosquitto does not listen on \(brokerPort); its log:\n" + logTail("mosquitto"))
@@ -465,28 +465,12 @@ final class RecordsRig: Sendable {
             _ = FileManager.default.createFile(atPath: log, contents: nil)
             chown(log, runAs.uid, runAs.gid)
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        if output == nil {
-            posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 2, directory.appendingPathComponent("\(name).err").path, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        }
-        posix_spawn_file_actions_addopen(&actions, 0, stdin ?? "/dev/null", O_RDONLY, 0)
         var command = [path] + arguments
         if let runAs, asPostgres {
             command = ["/usr/bin/setpriv", "--reuid=\(runAs.uid)", "--regid=\(runAs.gid)", "--clear-groups", "--"] + command
         }
-        var env = ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        let argv = command.map { strdup($0) } + [nil]
-        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, command[0], &actions, nil, argv, envp)
-        guard rc == 0 else { throw BenchError("cannot start \(command[0]): \(String(cString: strerror(rc)))") }
+        let errors = output == nil ? nil : directory.appendingPathComponent("\(name).err").path
+        let pid = try Spawn.start(command, Spawn.Files(output: log, errors: errors, input: stdin ?? "/dev/null"), environment: environment)
         processes.withLock { $0.append((name, pid)) }
         return pid
     }
@@ -556,32 +540,6 @@ final class RecordsRig: Sendable {
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             return fields.count > 1 && pid_t(fields[1]) == pid ? child : nil
         }
-    }
-
-    private static func canConnect(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
-    }
-
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0 }
-        }
-        guard bound else { throw BenchError("no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
