@@ -35,6 +35,14 @@ struct MachineSimulator: Service {
     /// Where every message received is written down, if anywhere.
     let receipts: ReceiptLog?
     let logger: Logger
+    /// What is to be done later (an ack, a result), for ``run()``'s task group to
+    /// carry out: no task outlives the simulator.
+    private let later: (stream: AsyncStream<Later>, continuation: AsyncStream<Later>.Continuation)
+
+    private struct Later: Sendable {
+        var delay: Duration
+        var action: @Sendable () -> Void
+    }
 
     /// - Parameters:
     ///   - login: the PC's own credentials; nil uses those of `settings`.
@@ -61,6 +69,7 @@ struct MachineSimulator: Service {
         self.behaviour = behaviour
         self.receipts = receipts
         self.logger = logger
+        later = AsyncStream.makeStream()
     }
 
     func run() async throws {
@@ -73,9 +82,20 @@ struct MachineSimulator: Service {
             if let offlineAfter = behaviour.offlineAfter {
                 group.addTask { await flap(every: offlineAfter) }
             }
+            group.addTask { [later] in
+                await withDiscardingTaskGroup { timers in
+                    for await next in later.stream {
+                        timers.addTask {
+                            guard (try? await Task.sleep(for: next.delay)) != nil else { return }
+                            next.action()
+                        }
+                    }
+                }
+            }
             try? await gracefulShutdown()
             Self.say(.offline, client: client, topics: topics)
             await client.shutdown()
+            later.continuation.finish()
             group.cancelAll()
         }
     }
@@ -124,10 +144,7 @@ struct MachineSimulator: Service {
 
     private func after(_ delay: Duration, _ action: @escaping @Sendable () -> Void) {
         guard delay > .zero else { return action() }
-        Task {
-            try? await Task.sleep(for: delay)
-            action()
-        }
+        later.continuation.yield(Later(delay: delay, action: action))
     }
 
     private static func say(_ presence: Presence, client: MQTTClient, topics: MachineTopics) {
