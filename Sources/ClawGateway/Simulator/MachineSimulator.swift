@@ -102,26 +102,24 @@ struct MachineSimulator: Service {
 
     /// One message for the PC, on the client's thread.
     private func handle(_ message: MQTTMessage) {
-        do {
-            receipts?.record(
-                machine: machine.id, topic: message.topic == topics.camera ? "camera" : "control", payload: message.payload)
-            guard let command = try? WireMessage.decode(message.payload), let serial = command.serial else {
-                logger.warning("Simulator ignored a message it cannot read", metadata: ["mqtt.topic": .string(message.topic)])
-                return
-            }
-            logger.info(
-                "Simulated machine received",
-                metadata: ["mqtt.topic": .string(message.topic), "mqtt.payload": .string(String(decoding: message.payload, as: UTF8.self))])
-            after(behaviour.ackDelay) { [client, topics] in
-                _ = try? client.publish(topics.ack, payload: WireMessage(.ack, data: "ok", serial: serial).encoded(), qos: .atMostOnce)
-            }
-            if command.code == .grab {
-                let won = Double.random(in: 0..<1) < behaviour.winRate
-                let result = WireMessage(.result, data: String(won), session: command.session)
-                after(behaviour.resultDelay) { [client, topics, logger] in
-                    logger.info("Simulated machine reports a result", metadata: ["game.won": .stringConvertible(won)])
-                    _ = try? client.publish(topics.result, payload: result.encoded(), qos: .atLeastOnce)
-                }
+        receipts?.record(
+            machine: machine.id, topic: message.topic == topics.camera ? "camera" : "control", payload: message.payload)
+        guard let command = try? WireMessage.decode(message.payload), let serial = command.serial else {
+            logger.warning("Simulator ignored a message it cannot read", metadata: ["mqtt.topic": .string(message.topic)])
+            return
+        }
+        logger.info(
+            "Simulated machine received",
+            metadata: ["mqtt.topic": .string(message.topic), "mqtt.payload": .string(String(decoding: message.payload, as: UTF8.self))])
+        after(behaviour.ackDelay) { [client, topics] in
+            _ = try? client.publish(topics.ack, payload: WireMessage(.ack, data: "ok", serial: serial).encoded(), qos: .atMostOnce)
+        }
+        if command.code == .grab {
+            let won = Double.random(in: 0..<1) < behaviour.winRate
+            let result = WireMessage(.result, data: String(won), session: command.session)
+            after(behaviour.resultDelay) { [client, topics, logger] in
+                logger.info("Simulated machine reports a result", metadata: ["game.won": .stringConvertible(won)])
+                _ = try? client.publish(topics.result, payload: result.encoded(), qos: .atLeastOnce)
             }
         }
     }
