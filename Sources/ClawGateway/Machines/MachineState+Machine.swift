@@ -126,9 +126,15 @@ extension MachineState {
         guard link == .online else { return }
         link = .offline
         fx.snapshotChanged = true
+        // A PC that leaves before it acked the game's coin cannot be known to
+        // have got it: a process killed as the coin went out comes back in no
+        // game, so the game ends now, not after the grace. Its moves never
+        // go out.
+        let coinUnacked = phase.turn.map { acks.coin(for: $0.session) != nil } ?? false
         acks.removeAll()
         emit(.offline, &fx)
         guard let turn = phase.turn else { return }
+        if coinUnacked, endGameOfLostCoin(turn.session, reason: Self.coinMachineOffline, &fx) { return }
         switch phase {
         case .playing, .awaitingResult:
             guard settings.offlineGrace > .zero else { break }
@@ -231,6 +237,8 @@ extension MachineState {
     static let coinConnectionLost = "coin_connection_lost"
     /// ... whose coin could not be published.
     static let coinNotPublished = "coin_not_published"
+    /// ... whose PC went offline before it acked the coin.
+    static let coinMachineOffline = "coin_machine_offline"
 
     /// The gateway reconnected to the broker (its connection `connection`):
     /// a coin still unacked that went out on a connection that is gone (QoS

@@ -64,6 +64,42 @@ import Testing
         await game.stop()
     }
 
+    /// The PC's process killed as its coin went out, and back within
+    /// `offline_grace` in no game (the long chaos run's finding): the game
+    /// ends when the PC goes offline, and the moves that waited for the
+    /// coin's ack never reach the PC.
+    @Test func aPCGoingOfflineBeforeItAcksTheCoinEndsTheGameAndItsMovesNeverGoOut() async throws {
+        let game = try await GameHarness.online()
+        try await game.play("alice")
+        await game.join("bob")
+        guard case .forwarded = await game.send("alice", #"{"command":1,"data":"up","serial":1}"#) else {
+            Issue.record("the move was not answered forwarded")
+            return
+        }
+        await game.presence(.offline)
+        try endedByLostCoin(game, reason: "coin_machine_offline")
+        await game.presence(.online)
+        #expect(!game.commands.contains { $0.code == .move }, "no move of the game reaches the PC")
+        #expect(game.offer(to: "bob") == "s-m1-2")
+        await game.stop()
+    }
+
+    /// With the coin acked, a PC that drops keeps the game for the grace.
+    @Test func aPCGoingOfflineAfterItAckedTheCoinKeepsTheGameForTheGrace() async throws {
+        let game = try await GameHarness.online()
+        try await game.play("alice")
+        await game.ack(try coinSerial(game))
+        await game.presence(.offline)
+        #expect(game.events(.gameEnded).isEmpty && game.snapshot.player?.accid == "alice")
+        await game.presence(.online)
+        guard case .forwarded = await game.send("alice", #"{"command":1,"data":"up","serial":1}"#) else {
+            Issue.record("the move was not forwarded")
+            return
+        }
+        #expect(game.commands.contains { $0.code == .move })
+        await game.stop()
+    }
+
     @Test func aReconnectWithTheCoinAckedKeepsTheGameGoing() async throws {
         let game = try await GameHarness.online()
         try await game.play("alice")
