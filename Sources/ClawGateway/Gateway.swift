@@ -37,17 +37,14 @@ struct Gateway {
         let mqtt = try MQTTClient(configuration: mqttConfiguration, logger: logger)
         let store = try GameStore(path: config.storage.path, shipsRecords: config.chain != nil)
         let writer = StorageWriter(store: store, logger: logger)
-        let replyClient = replyHTTPClient(config.im)
-        let queues = replyQueues(config.im, client: replyClient, logger: logger)
-        let channel = players ?? ReplyRouter(
-                queues: queues, configured: config.im.providers, clock: clock, logger: logger)
+        let replies = Replies(im: config.im, clock: clock, logger: logger, players: players)
         let feed = ArcadeFeed(machines: config.machines.count, clock: clock, logger: logger) {
             ArcadeFeed.GatewayStatus(
                 brokerConnected: mqtt.isConnected, storageWritable: writer.isWritable, repliesFailed: GatewayMetrics.repliesFailed)
         }
-        let appServer = AppServer.make(config: config, store: store, client: replyClient, clock: clock, logger: logger)
+        let appServer = AppServer.make(config: config, store: store, client: replies.client, clock: clock, logger: logger)
         var environment = MachineEnvironment(
-            clock: clock, publisher: mqtt, players: channel, writer: writer, deadlines: Deadlines(),
+            clock: clock, publisher: mqtt, players: replies.channel, writer: writer, deadlines: Deadlines(),
             limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger)
         environment.observers = [feed] + (appServer.map { [$0.mirror] } ?? [])
         let arcade = try Arcade(config: config, environment: environment)
@@ -64,7 +61,7 @@ struct Gateway {
         let chainLink = try config.chain.map { chain throws(MQTTError) in
             let inbox = ChainInbox(
                 ingress: ingress, maxAge: chain.inboxMaxAge, wallNow: clock.wallNow, logger: logger,
-                eventLoop: replyClient.eventLoopGroup.any())
+                eventLoop: replies.client.eventLoopGroup.any())
             return try ChainLink(
                 settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger,
                 inbox: inbox, store: store)
@@ -90,57 +87,10 @@ struct Gateway {
             logger: logger)
         // The reply queues stop after MQTT, so results that arrive while MQTT
         // winds down still reach their players.
-        var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger), ClientService(client: replyClient)]
-        services += players == nil ? queues.values.sorted { $0.delivery.provider < $1.delivery.provider } as [any Service] : []
+        var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger)] + replies.services
         // The feed stops first: its streams would keep HTTP from stopping.
         services += [mqttService] + (chainLink.map { [ChainLinkService(link: $0, clock: clock, logger: logger)] } ?? [])
         services += (appServer?.services ?? []) + [stats, http, feed]
         return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, services: services)
-    }
-
-    static func replyQueues(_ im: IMSettings, client: HTTPClient, logger: Logger) -> [String: ReplyQueue] {
-        var queues: [String: ReplyQueue] = [:]
-        if let netease = im.netease {
-            queues["netease"] = ReplyQueue(
-                delivery: NetEaseReplies(settings: netease, client: client), concurrency: netease.replyConcurrency,
-                logger: logger)
-        }
-        if let generic = im.generic, let url = generic.outboundURL {
-            queues["generic"] = ReplyQueue(
-                delivery: GenericReplies(settings: generic, url: url, client: client), concurrency: generic.replyConcurrency,
-                logger: logger)
-        }
-        return queues
-    }
-
-    /// The client replies go out through. A reply is never retried, so a
-    /// refused connection fails it at once: retrying connections until the
-    /// reply's timeout let a dead IM API hold every worker for seconds per
-    /// reply, starving the replies behind them (and the stop).
-    static func replyHTTPClient(_ im: IMSettings) -> HTTPClient {
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool.retryConnectionEstablishment = false
-        let timeouts = [im.netease?.replyTimeout, im.generic?.replyTimeout].compactMap { $0 }
-        let connect = min(timeouts.max() ?? .seconds(5), .seconds(2))
-        configuration.timeout.connect = .milliseconds(Int64(connect.milliseconds))
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }
-}
-
-extension IMSettings {
-    /// The providers configured.
-    var providers: Set<String> {
-        Set([netease.map { _ in "netease" }, generic.map { _ in "generic" }].compactMap { $0 })
-    }
-}
-
-/// Shuts the replies' HTTP client down once the reply queues have stopped
-/// (it starts before them, so it stops after them).
-struct ClientService: Service {
-    let client: HTTPClient
-
-    func run() async throws {
-        try? await gracefulShutdown()
-        try await client.shutdown()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Protocol
 
 /// Responses of the HTTP API: always JSON, errors as `{"code","message"}`.
 enum JSONResponse {

@@ -38,4 +38,18 @@ final class LogLimiter: Sendable {
         }
         if let heldBack { log(heldBack) }
     }
+
+    /// A line of `kind` on `logger`, or none when one went out in the
+    /// period; the line let through carries `log.held_back` when any were.
+    func log(_ kind: String, _ level: Logger.Level, _ message: Logger.Message, _ metadata: Logger.Metadata, on logger: Logger) {
+        log(kind) { heldBack in
+            var metadata = metadata
+            if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
+            logger.log(level: level, message, metadata: metadata)
+        }
+    }
+
+    func warning(_ kind: String, _ message: Logger.Message, _ metadata: Logger.Metadata, on logger: Logger) {
+        log(kind, .warning, message, metadata, on: logger)
+    }
 }

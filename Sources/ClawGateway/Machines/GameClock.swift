@@ -46,6 +46,17 @@ struct GameClock: Sendable {
     func moment() -> Moment {
         Moment(uptime: now(), wall: wallNow())
     }
+
+    /// Calls `body` every `period` on this clock until the task is
+    /// cancelled: the one tick loop of the services that beat or watch.
+    func tick(every period: Duration, _ body: () async -> Void) async {
+        var next = now()
+        while !Task.isCancelled {
+            next += period
+            do { try await sleep(next) } catch { return }
+            await body()
+        }
+    }
 }
 
 extension Duration {

@@ -532,46 +532,6 @@ struct RestoredMachine: Sendable, Equatable {
     var openGames: [GameRow] = []
 }
 
-/// A game as recorded, for the read API.
-struct GameRecord: Sendable, Equatable, Codable {
-    var id: String
-    var machine: String
-    var player: String
-    /// The IM provider of `player`'s account: the player is the pair.
-    var provider: String
-    var nick: String
-    var outcome: GameOutcome?
-    var offeredAt: String
-    var startedAt: String?
-    var endedAt: String?
-    var commands: Int
-
-    enum CodingKeys: String, CodingKey {
-        case id, machine, player, provider, nick, outcome
-        case offeredAt = "offered_at"
-        case startedAt = "started_at"
-        case endedAt = "ended_at"
-        case commands
-    }
-
-    /// Every field of SPEC §5's shape, `null` where there is no value yet: the
-    /// synthesized encoding leaves nil fields out, which a client reading
-    /// `game.outcome === null` takes for something else.
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(machine, forKey: .machine)
-        try container.encode(player, forKey: .player)
-        try container.encode(provider, forKey: .provider)
-        try container.encode(nick, forKey: .nick)
-        try container.encode(outcome, forKey: .outcome)
-        try container.encode(offeredAt, forKey: .offeredAt)
-        try container.encode(startedAt, forKey: .startedAt)
-        try container.encode(endedAt, forKey: .endedAt)
-        try container.encode(commands, forKey: .commands)
-    }
-}
-
 /// The storage failed; says which file and what it was doing.
 struct StorageError: Error, CustomStringConvertible {
     var path: String

@@ -1,4 +1,5 @@
 import Foundation
+import Protocol
 import Testing
 
 @testable import ClawGateway
@@ -113,7 +114,7 @@ extension ChainSuites {
             let site = try ChainSite(cluster: cluster)
             try await eventually("readyz to say the link is not connected", timeout: .seconds(20)) {
                 guard let answer = await site.readiness(), answer.status == 503 else { return false }
-                return answer.body.contains("the chain link is not connected to the cluster")
+                return answer.body.contains("the chain link is not connected to the chain's cluster")
             }
             // Every node was tried in turn.
             try await eventually("every node tried", timeout: .seconds(20)) {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Protocol
 import Synchronization
 
 /// The chain's recorder (SPEC §10): one MQTT 3.1.1 connection to the chain's
@@ -29,16 +30,16 @@ import Synchronization
 /// meanwhile wait in memory (up to ``backlogLimit``; beyond, they are
 /// dropped, counted, and come again with the sites' resends).
 ///
-/// The connection is up only while every subscription is granted: a refused
-/// SUBACK takes it down and it connects again (to the next node), as a
-/// site's link and a router do.
+/// The connection is a ``BusLink``: up only while every subscription is
+/// granted, as a site's link's and a router's.
 final class ChainRecorder: Sendable {
     /// Records held in memory while the database is slow or down.
     static let backlogLimit = 50_000
     /// The retry delays while the database is down: 1 s, doubling, at most 10 s.
     static let backoff: ClosedRange<Duration> = .seconds(1)...Duration.seconds(10)
 
-    let client: MQTTClient
+    let bus: BusLink
+    var client: MQTTClient { bus.client }
     let store: RecorderStore
     let prefix: String
     private let clock: GameClock
@@ -63,8 +64,6 @@ final class ChainRecorder: Sendable {
     }
 
     struct RecorderState {
-        var granted: Set<String> = []
-        var refusal: String?
         var results: [Result: Int] = [:]
         /// Write attempts that failed because the database could not be reached.
         var failures = 0
@@ -87,8 +86,6 @@ final class ChainRecorder: Sendable {
         var backlog: Int
     }
 
-    var subscriptions: [String] { ["\(prefix)/+/records"] }
-
     init(bus: BusSettings, store: RecorderStore, clock: GameClock, logger: Logger) throws(MQTTError) {
         self.store = store
         self.clock = clock
@@ -97,38 +94,25 @@ final class ChainRecorder: Sendable {
         (inbound, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
         // Clean session false: the cluster keeps what was published for the
         // recorder while it was away. A record is well under 1 KB.
-        let configuration = MQTTClientConfiguration(bus: bus, cleanSession: false, maxInboundPayload: 64 << 10)
-        client = try MQTTClient(configuration: configuration, logger: logger)
+        self.bus = try BusLink(
+            role: .recorder, bus: bus, subscriptions: ["\(bus.topicPrefix)/+/records"], cleanSession: false,
+            maxInboundPayload: 64 << 10, logger: logger)
     }
 
     /// Connects in the background, and keeps connecting until ``shutdown()``.
     func start() {
-        client.onConnected { [self] in state.withLock { $0.granted = [] } }
-        client.onSubscribeAck { [self] ack in subscribed(ack) }
-        client.onMessage { [self] message in received(message) }
-        client.subscribe(subscriptions, qos: .atLeastOnce)
-        client.start()
+        bus.start(qos: .atLeastOnce) { [self] message in received(message) }
     }
 
     func shutdown() async {
-        await client.shutdown()
+        await bus.shutdown()
         continuation.finish()
     }
 
     var status: Status {
-        let connected = client.isConnected
-        let lastError = client.lastError
-        let subscriptions = subscriptions
+        let busProblem = bus.problem
         return state.withLock { state in
-            var busProblem: String?
-            if let refusal = state.refusal {
-                busProblem = refusal
-            } else if !connected {
-                busProblem = "the recorder is not connected to the chain's cluster (\(lastError ?? "connecting"))"
-            } else if !subscriptions.allSatisfy(state.granted.contains) {
-                busProblem = "the recorder is waiting for the cluster to confirm its subscriptions"
-            }
-            return Status(
+            Status(
                 busProblem: busProblem, databaseProblem: store.problem, connects: client.connectCount, results: state.results,
                 failures: state.failures, dropped: state.dropped, acks: state.acks,
                 backlog: state.backlog)
@@ -272,11 +256,7 @@ final class ChainRecorder: Sendable {
     }
 
     private func warn(_ kind: String, _ message: Logger.Message, _ metadata: Logger.Metadata) {
-        warnings.log(kind) { heldBack in
-            var metadata = metadata
-            metadata["log.held_back"] = .stringConvertible(heldBack)
-            logger.warning(message, metadata: metadata)
-        }
+        warnings.warning(kind, message, metadata, on: logger)
     }
 
     // MARK: On the client's thread
@@ -293,28 +273,5 @@ final class ChainRecorder: Sendable {
         }
         guard held else { return }
         continuation.yield(message)
-    }
-
-    private func subscribed(_ ack: MQTTSubscribeAck) {
-        let subscriptions = subscriptions
-        let refused = state.withLock { state -> Bool in
-            state.granted.formUnion(ack.granted)
-            guard !ack.refused.isEmpty else {
-                if subscriptions.allSatisfy(state.granted.contains) { state.refusal = nil }
-                return false
-            }
-            state.refusal =
-                "the chain's cluster refused the recorder's subscription to \(ack.refused.joined(separator: ", ")); "
-                + "check the recorder login's permissions (deploy/chain/README.md, \"Users and what they may do\")"
-            return true
-        }
-        guard refused else {
-            logger.info("Recorder connected to the chain's cluster", metadata: ["chain.broker": "\(client.broker)"])
-            return
-        }
-        logger.error(
-            "Recorder subscription refused: reconnecting",
-            metadata: ["chain.topics": .string(ack.refused.joined(separator: ",")), "chain.broker": "\(client.broker)"])
-        client.dropConnection(reason: "subscription refused: \(ack.refused.joined(separator: ", "))")
     }
 }

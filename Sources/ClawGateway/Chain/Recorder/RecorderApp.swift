@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import Protocol
 import ServiceLifecycle
 
 /// The running parts of one recorder, wired together from `recorder.yaml`.

@@ -1,4 +1,5 @@
 import Prometheus
+import Protocol
 
 /// The recorder's series on `/metrics`, in the process-wide registry
 /// (``GatewayMetrics/registry``), every one with its HELP and at 0 from the

@@ -8,7 +8,7 @@ struct ValidRecord: Sendable {
     var startedAt: Date?
     var endedAt: Date?
 
-    static let maxEpochBytes = 64
+    static let maxEpochBytes = ChainRecord.maxEpochBytes
 
     /// Every text field's longest value, in UTF-8 bytes (SPEC §10: every
     /// field has a limit): what a gateway itself writes, with room to spare.

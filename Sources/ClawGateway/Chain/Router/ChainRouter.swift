@@ -34,11 +34,11 @@ struct RouterCopy: Sendable {
 /// dropped, as is one that came from another site than the copy went to;
 /// receipts of other routers' copies are none of its business.
 ///
-/// The connection is up only while every subscription is granted: a refused
-/// SUBACK takes it down and it connects again (to the next node), as a
-/// site's link does.
+/// The connection is a ``BusLink``: up only while every subscription is
+/// granted, as a site's link's.
 final class ChainRouter: Sendable {
-    let client: MQTTClient
+    let bus: BusLink
+    var client: MQTTClient { bus.client }
     let sites: ChainSites
     let receiptTimeout: Duration
     private let clock: GameClock
@@ -51,14 +51,7 @@ final class ChainRouter: Sendable {
     private let idPrefix: String
     /// The copies waiting for their receipt.
     let receipts: ReceiptWaits
-    private let link = Mutex(LinkState())
     private let warnings = LogLimiter()
-
-    private struct LinkState {
-        var granted: Set<String> = []
-        /// Why the last subscription failed, until one succeeds.
-        var refusal: String?
-    }
 
     init(
         bus: BusSettings, receiptTimeout: Duration, maxCommandsPerSecond: Int = 10, players: any PlayerChannel, clock: GameClock,
@@ -74,29 +67,24 @@ final class ChainRouter: Sendable {
         idPrefix = "\(bus.clientID)-\(Signatures.nonce(bytes: 3))-"
         // Stateless: nothing is kept for a router that is gone, nothing piles
         // up. Directories and snapshots are a few KB.
-        let configuration = MQTTClientConfiguration(bus: bus, cleanSession: true, maxInboundPayload: 1 << 20)
-        client = try MQTTClient(configuration: configuration, logger: logger)
+        self.bus = try BusLink(
+            role: .router, bus: bus, subscriptions: sites.subscriptions, cleanSession: true, maxInboundPayload: 1 << 20, logger: logger)
     }
 
     /// Connects in the background, and keeps connecting until ``shutdown()``.
     func start() {
-        client.onConnected { [self] in
-            sites.deaf()
-            link.withLock { $0.granted = [] }
-        }
-        client.onSubscribeAck { [self] ack in subscribed(ack) }
-        client.onMessage { [self] message in received(message) }
         // QoS 0: a NATS node keeps no JetStream consumer for the router
         // (none to delete when it comes back, nothing to stall its
         // reconnect after a node dies). Directories are retained, beats
         // and snapshots come again, and a lost receipt is a 503 the IM
         // service answers by sending the copy again.
-        client.subscribe(sites.subscriptions, qos: .atMostOnce)
-        client.start()
+        bus.start(
+            qos: .atMostOnce, connected: { [self] in sites.deaf() }, up: { [self] in sites.listening() },
+            message: { [self] message in received(message) })
     }
 
     func shutdown() async {
-        await client.shutdown()
+        await bus.shutdown()
         // Whoever still waits is answered 503: the IM service sends the copy again.
         receipts.close()
     }
@@ -107,18 +95,7 @@ final class ChainRouter: Sendable {
     /// 3 s listened for it in vain): a router that has just started is not
     /// ready before it could tell players the truth about every site.
     func problem(needsDirectory: Bool = true) -> String? {
-        let connected = client.isConnected
-        let lastError = client.lastError
-        let subscriptions = sites.subscriptions
-        let linkProblem = link.withLock { link -> String? in
-            if let refusal = link.refusal { return refusal }
-            if !connected { return "the router is not connected to the chain's cluster (\(lastError ?? "connecting"))" }
-            if !subscriptions.allSatisfy(link.granted.contains) {
-                return "the router is waiting for the cluster to confirm its subscriptions"
-            }
-            return nil
-        }
-        if let linkProblem { return linkProblem }
+        if let linkProblem = bus.problem { return linkProblem }
         if needsDirectory, sites.known.isEmpty { return "the router holds no site's directory yet" }
         if needsDirectory, case let unknown = sites.unknown, !unknown.isEmpty {
             return "the router is waiting for the heartbeats of \(unknown.joined(separator: ", "))"
@@ -245,40 +222,10 @@ final class ChainRouter: Sendable {
     }
 
     private func warn(_ kind: String, _ message: Logger.Message, _ metadata: Logger.Metadata) {
-        warnings.log(kind) { heldBack in
-            var metadata = metadata
-            metadata["log.held_back"] = .stringConvertible(heldBack)
-            logger.warning(message, metadata: metadata)
-        }
+        warnings.warning(kind, message, metadata, on: logger)
     }
 
     // MARK: On the client's thread
-
-    private func subscribed(_ ack: MQTTSubscribeAck) {
-        let subscriptions = sites.subscriptions
-        let refused = link.withLock { link -> Bool in
-            link.granted.formUnion(ack.granted)
-            guard !ack.refused.isEmpty else {
-                if subscriptions.allSatisfy(link.granted.contains) { link.refusal = nil }
-                return false
-            }
-            link.refusal =
-                "the chain's cluster refused the router's subscription to \(ack.refused.joined(separator: ", ")); "
-                + "check the router login's permissions (deploy/chain/README.md, \"Users and what they may do\")"
-            return true
-        }
-        guard refused else {
-            if link.withLock({ subscriptions.allSatisfy($0.granted.contains) }) {
-                sites.listening()
-                logger.info("Router connected to the chain's cluster", metadata: ["chain.broker": "\(client.broker)"])
-            }
-            return
-        }
-        logger.error(
-            "Router subscription refused: reconnecting",
-            metadata: ["chain.topics": .string(ack.refused.joined(separator: ",")), "chain.broker": "\(client.broker)"])
-        client.dropConnection(reason: "subscription refused: \(ack.refused.joined(separator: ", "))")
-    }
 
     private func received(_ message: MQTTMessage) {
         guard let topic = sites.parse(message.topic) else { return }

@@ -24,17 +24,13 @@ struct ChainRouterApp {
         config: RouterConfig, logger: Logger, clock: GameClock = .system, players: (any PlayerChannel)? = nil
     ) throws -> ChainRouterApp {
         RouterMetrics.prepare()
-        let replyClient = Gateway.replyHTTPClient(config.im)
-        let queues = Gateway.replyQueues(config.im, client: replyClient, logger: logger)
-        let channel = players ?? ReplyRouter(queues: queues, configured: config.im.providers, clock: clock, logger: logger)
+        let replies = Replies(im: config.im, clock: clock, logger: logger, players: players)
         let router = try ChainRouter(
             bus: config.bus, receiptTimeout: config.router.receiptTimeout, maxCommandsPerSecond: config.router.maxCommandsPerSecond,
-            players: channel, clock: clock, logger: logger)
+            players: replies.channel, clock: clock, logger: logger)
         let routes = RouterRoutes(router: router, im: config.im, logger: logger, now: clock.wallNow)
-        let http = application(config: config, routes: routes, logger: logger)
-        var services: [any Service] = [ClientService(client: replyClient)]
-        services += players == nil ? queues.values.sorted { $0.delivery.provider < $1.delivery.provider } as [any Service] : []
-        services += [RouterService(router: router, clock: clock, logger: logger), http]
+        let http = ChainServiceHTTP.application(http: config.router.http, router: Self.routes(config: config, routes: routes), logger: logger)
+        let services: [any Service] = replies.services + [RouterService(router: router, clock: clock, logger: logger), http]
         return ChainRouterApp(config: config, router: router, services: services)
     }
 
@@ -54,25 +50,6 @@ struct ChainRouterApp {
         return router
     }
 
-    /// The HTTP server: the gateway's connection guards (open connections in
-    /// all and per client address, the read deadline, the idle timeout), its
-    /// decoder limits, without the ingress's fast path (a copy waits on its
-    /// site's receipt, off the event loop).
-    static func application(config: RouterConfig, routes: RouterRoutes, logger: Logger) -> some ApplicationProtocol {
-        let decoderLimits = HTTPServer.decoderLimits
-        let http = config.router.http
-        let connections = ConnectionLimit(maximum: http.maxConnections, perClient: http.maxConnectionsPerClient, logger: logger)
-        return Application(
-            router: Self.routes(config: config, routes: routes),
-            server: HTTPServerBuilder { responder in
-                GatewayHTTP1Channel(
-                    responder: responder, ingress: nil, idleTimeout: http.idleTimeout, readTimeout: http.readTimeout,
-                    connections: connections, decoderLimits: decoderLimits, serverName: HTTPServer.serverName)
-            },
-            configuration: ApplicationConfiguration(address: .hostname(http.host, port: http.port), serverName: HTTPServer.serverName),
-            logger: logger)
-    }
-
 }
 
 /// The router's link as a service: connects at start, a beat round every
@@ -89,12 +66,7 @@ struct RouterService: Service {
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 group.addTask { await router.receipts.run() }
-                var next = clock.now()
-                while !Task.isCancelled {
-                    next += .seconds(1)
-                    do { try await clock.sleep(next) } catch { break }
-                    router.tick()
-                }
+                await clock.tick(every: .seconds(1)) { router.tick() }
                 group.cancelAll()
             }
         }

@@ -1,4 +1,5 @@
 import DequeModule
+import Protocol
 import Synchronization
 
 /// The copies a router has published and waits on (SPEC §9): each for the

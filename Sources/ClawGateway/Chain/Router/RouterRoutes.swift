@@ -116,8 +116,6 @@ struct RouterRoutes: Sendable {
     }
 
     private func warnRefused(_ kind: String, _ message: Logger.Message, reason: String) {
-        refusalLog.log(kind) { heldBack in
-            logger.warning(message, metadata: ["http.reason": .string(reason), "log.held_back": .stringConvertible(heldBack)])
-        }
+        refusalLog.warning(kind, message, ["http.reason": .string(reason)], on: logger)
     }
 }

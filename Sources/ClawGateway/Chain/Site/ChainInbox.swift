@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import Protocol
 
 /// What a site does with a copy a router published on its `inbox` (SPEC §9):
 /// the same as with one that came over HTTP. It goes through the site's own
@@ -72,11 +73,7 @@ struct ChainInbox: Sendable {
     }
 
     private func drop(_ outcome: Outcome, _ message: Logger.Message, metadata: Logger.Metadata) {
-        dropLog.log(outcome.rawValue) { heldBack in
-            var metadata = metadata
-            metadata["log.held_back"] = .stringConvertible(heldBack)
-            logger.warning(message, metadata: metadata)
-        }
+        dropLog.warning(outcome.rawValue, message, metadata, on: logger)
     }
 }
 

@@ -1,67 +1,22 @@
 import Foundation
 import Logging
+import Protocol
 import Synchronization
-
-/// A site's topics on the chain's cluster, all under `<prefix>/<site>/` (SPEC §9).
-struct ChainTopics: Sendable, Equatable {
-    let base: String
-
-    init(prefix: String, site: String) {
-        base = "\(prefix)/\(site)"
-    }
-
-    /// Copies from the routers, and their beats.
-    var inbox: String { "\(base)/inbox" }
-    /// The site's receipts for copies.
-    var inboxAck: String { "\(base)/inbox/ack" }
-    /// Retained: which machines (IM accounts) the site owns.
-    var directory: String { "\(base)/gateway/directory" }
-    /// Every second while the site is up.
-    var heartbeat: String { "\(base)/gateway/heartbeat" }
-    /// Finished games, for the recorder (SPEC §10).
-    var records: String { "\(base)/records" }
-    /// Retained by the recorder: how far it has written.
-    var recordsAck: String { "\(base)/records/ack" }
-}
-
-/// `<prefix>/<site>/gateway/directory`: what the routers learn ownership from.
-struct ChainDirectory: Codable, Sendable, Equatable {
-    struct Machine: Codable, Sendable, Equatable {
-        var id: String
-        var imAccount: String
-        var name: String
-
-        enum CodingKeys: String, CodingKey {
-            case id, name
-            case imAccount = "im_account"
-        }
-    }
-
-    var site: String
-    var machines: [Machine]
-
-    init(site: String, machines: [MachineConfig]) {
-        self.site = site
-        self.machines = machines.map { Machine(id: $0.id, imAccount: $0.imAccount, name: $0.name) }
-    }
-}
 
 /// The site gateway's own link to the chain's cluster (SPEC §9): MQTT 3.1.1,
 /// client id `claw-site-<site>`, clean session false, every node known.
 ///
-/// The link is up only when it is connected and the cluster granted every
-/// subscription of this connection: a cluster that refuses one keeps the
-/// connection open and says nothing else, so a refused SUBACK takes the link
-/// down (counted, logged) and it connects again, to the next node, after
-/// the client's backoff. After every connect it subscribes again and
-/// publishes its retained directory; ``tick()``, every second, publishes the
-/// heartbeat and watches the routers' beats.
+/// The connection is a ``BusLink``: up only while every subscription is
+/// granted. After every connect it publishes its retained directory;
+/// ``tick()``, every second, publishes the heartbeat and watches the
+/// routers' beats.
 final class ChainLink: Sendable {
     /// Silence from the routers, while connected, after which the link is
     /// taken down and up again.
     static let beatTimeout: Duration = .seconds(5)
 
-    let client: MQTTClient
+    let bus: BusLink
+    var client: MQTTClient { bus.client }
     let topics: ChainTopics
     let site: String
     private let directory: [UInt8]
@@ -77,11 +32,6 @@ final class ChainLink: Sendable {
     private let state = Mutex(LinkState())
 
     private struct LinkState {
-        /// Subscriptions the cluster granted on this connection.
-        var granted: Set<String> = []
-        /// Why the last subscription failed, until one succeeds.
-        var refusal: String?
-        var refusals = 0
         /// Times the link was taken down because the routers' beats stopped.
         var silences = 0
         /// When the last router beat came (``GameClock/now``); nil until the
@@ -108,9 +58,6 @@ final class ChainLink: Sendable {
         var problem: String?
     }
 
-    /// The topics the link must hold a subscription to.
-    var subscriptions: [String] { [topics.inbox, topics.recordsAck] }
-
     init(
         settings: ChainSettings, prefix: String, machines: [MachineConfig], clock: GameClock, logger: Logger,
         inbox: ChainInbox? = nil, store: GameStore? = nil
@@ -123,11 +70,13 @@ final class ChainLink: Sendable {
         logger[metadataKey: "chain.site"] = .string(settings.site)
         self.logger = logger
         self.clock = clock
-        directory = JSONCoding.encode(ChainDirectory(site: settings.site, machines: machines))
+        directory = JSONCoding.encode(
+            ChainDirectory(site: settings.site, machines: machines.map { .init(id: $0.id, imAccount: $0.imAccount, name: $0.name) }))
         // Copies are a few KB; the cluster refuses more than 1 MB anyway.
-        let configuration = MQTTClientConfiguration(bus: settings.busSettings(prefix: prefix), cleanSession: false, maxInboundPayload: 1 << 20)
-        let client = try MQTTClient(configuration: configuration, logger: logger)
-        self.client = client
+        bus = try BusLink(
+            role: .site, bus: settings.busSettings(prefix: prefix), subscriptions: [topics.inbox, topics.recordsAck], cleanSession: false,
+            maxInboundPayload: 1 << 20, logger: logger)
+        let client = bus.client
         let topics = topics
         records = store.map { store in
             RecordShipper(
@@ -140,16 +89,15 @@ final class ChainLink: Sendable {
 
     /// Connects in the background, and keeps the link up until ``shutdown()``.
     func start() {
-        client.onConnected { [self] in connected() }
-        client.onSubscribeAck { [self] ack in subscribed(ack) }
-        client.onMessage { [self] message in received(message) }
-        client.subscribe(subscriptions, qos: .atLeastOnce)
-        client.start()
+        bus.start(
+            qos: .atLeastOnce, connected: { [self] in connected() },
+            up: { [self] in records?.linkUp() },
+            message: { [self] message in received(message) })
     }
 
     func shutdown() async {
         wakeShipping.finish()
-        await client.shutdown()
+        await bus.shutdown()
     }
 
     /// Publishes the game records that are due (see ``RecordShipper``).
@@ -158,21 +106,14 @@ final class ChainLink: Sendable {
     }
 
     var status: Status {
-        let connected = client.isConnected
-        let lastError = client.lastError
-        return state.withLock { state in
-            let subscribed = connected && subscriptions.allSatisfy { state.granted.contains($0) }
-            var problem: String?
-            if let refusal = state.refusal {
-                problem = refusal
-            } else if !connected {
-                problem = "the chain link is not connected to the cluster (\(lastError ?? "connecting"))"
-            } else if !subscribed {
-                problem = "the chain link is waiting for the cluster to confirm its subscriptions"
-            }
-            return Status(
-                connected: connected, subscribed: subscribed, connects: client.connectCount, refusals: state.refusals,
-                silences: state.silences, heartbeats: state.heartbeats, copies: state.copies, receipts: state.receipts, broker: client.broker.description, problem: problem)
+        let state = bus.state
+        let problem = bus.problem
+        let refusals = bus.refusals
+        return self.state.withLock { link in
+            Status(
+                connected: client.isConnected, subscribed: state == .up, connects: client.connectCount, refusals: refusals,
+                silences: link.silences, heartbeats: link.heartbeats, copies: link.copies, receipts: link.receipts,
+                broker: client.broker.description, problem: problem)
         }
     }
 
@@ -215,7 +156,6 @@ final class ChainLink: Sendable {
     private func connected() {
         let now = clock.now()
         state.withLock { state in
-            state.granted = []
             // A new connection gets its own full wait for the routers' beats:
             // the silence before it was the link's, not the routers'.
             if state.lastBeat != nil { state.lastBeat = now }
@@ -227,33 +167,6 @@ final class ChainLink: Sendable {
             logger.warning("Chain directory not published", metadata: ["chain.error": .string(error.message)])
         }
         publishHeartbeat()
-    }
-
-    private func subscribed(_ ack: MQTTSubscribeAck) {
-        let refusals = state.withLock { state -> Int? in
-            state.granted.formUnion(ack.granted)
-            guard !ack.refused.isEmpty else {
-                if subscriptions.allSatisfy({ state.granted.contains($0) }) { state.refusal = nil }
-                return nil
-            }
-            state.refusals += 1
-            state.refusal =
-                "the chain's cluster refused the link's subscription to \(ack.refused.joined(separator: ", ")); "
-                + "check the site login's permissions (deploy/chain/README.md, \"Users and what they may do\")"
-            return state.refusals
-        }
-        guard let refusals else {
-            if status.subscribed { records?.linkUp() }
-            logger.info("Chain link up", metadata: ["chain.broker": "\(client.broker)"])
-            return
-        }
-        logger.error(
-            "Chain link subscription refused: taking the link down and retrying",
-            metadata: [
-                "chain.topics": .string(ack.refused.joined(separator: ",")), "chain.broker": "\(client.broker)",
-                "chain.refusals": "\(refusals)",
-            ])
-        client.dropConnection(reason: "subscription refused: \(ack.refused.joined(separator: ", "))")
     }
 
     private func received(_ message: MQTTMessage) {

@@ -14,14 +14,7 @@ struct ChainLinkService: Service {
         let clock = clock, link = link
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
-                group.addTask {
-                    var next = clock.now()
-                    while !Task.isCancelled {
-                        next += .seconds(1)
-                        do { try await clock.sleep(next) } catch { return }
-                        link.tick()
-                    }
-                }
+                group.addTask { await clock.tick(every: .seconds(1)) { link.tick() } }
                 // Game records go out from here, one batch at a time: woken
                 // every second and whenever the recorder's acknowledgement
                 // makes room (SPEC §10).

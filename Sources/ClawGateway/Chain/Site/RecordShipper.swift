@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Protocol
 import Synchronization
 
 /// Ships a site's finished games to the chain's recorder (SPEC §10).

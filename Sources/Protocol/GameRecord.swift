@@ -1,0 +1,56 @@
+/// A game as SPEC §5 shows it (`/v1/games`, the chain's records, the
+/// recorder's history).
+public struct GameRecord: Sendable, Equatable, Codable {
+    public var id: String
+    public var machine: String
+    public var player: String
+    /// The IM provider of `player`'s account: the player is the pair.
+    public var provider: String
+    public var nick: String
+    public var outcome: GameOutcome?
+    public var offeredAt: String
+    public var startedAt: String?
+    public var endedAt: String?
+    public var commands: Int
+
+    public init(
+        id: String, machine: String, player: String, provider: String, nick: String, outcome: GameOutcome?, offeredAt: String,
+        startedAt: String?, endedAt: String?, commands: Int
+    ) {
+        self.id = id
+        self.machine = machine
+        self.player = player
+        self.provider = provider
+        self.nick = nick
+        self.outcome = outcome
+        self.offeredAt = offeredAt
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.commands = commands
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, machine, player, provider, nick, outcome
+        case offeredAt = "offered_at"
+        case startedAt = "started_at"
+        case endedAt = "ended_at"
+        case commands
+    }
+
+    /// Every field of SPEC §5's shape, `null` where there is no value yet: the
+    /// synthesized encoding leaves nil fields out, which a client reading
+    /// `game.outcome === null` takes for something else.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(machine, forKey: .machine)
+        try container.encode(player, forKey: .player)
+        try container.encode(provider, forKey: .provider)
+        try container.encode(nick, forKey: .nick)
+        try container.encode(outcome, forKey: .outcome)
+        try container.encode(offeredAt, forKey: .offeredAt)
+        try container.encode(startedAt, forKey: .startedAt)
+        try container.encode(endedAt, forKey: .endedAt)
+        try container.encode(commands, forKey: .commands)
+    }
+}
