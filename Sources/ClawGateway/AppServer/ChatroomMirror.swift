@@ -254,14 +254,12 @@ final class ChatroomMirror: Service, MachineObserver, Sendable {
             return true
         } catch {
             mirrored.needsRepair = true
-            warnings.log("failed.\(call)") { heldBack in
-                var metadata: Logger.Metadata = [
+            warnings.warning(
+                "failed.\(call)", "Chatroom queue not updated; it is read back and repaired when NetEase answers",
+                [
                     "machine.id": .string(room.machineID), "chatroom.id": .stringConvertible(room.chatroom),
                     "netease.call": .string(call), "error": .string(String(describing: error)),
-                ]
-                if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
-                logger.warning("Chatroom queue not updated; it is read back and repaired when NetEase answers", metadata: metadata)
-            }
+                ], on: logger)
             return false
         }
     }
@@ -269,14 +267,12 @@ final class ChatroomMirror: Service, MachineObserver, Sendable {
     /// A key NetEase refused: counted and logged (at most once every 10 s), never retried while its player waits.
     private func skip(_ room: Room, key: String, call: String, _ error: NetEaseAPIError) {
         AppServerMetrics.skipped.increment()
-        warnings.log("refused.\(call)") { heldBack in
-            var metadata: Logger.Metadata = [
+        warnings.warning(
+            "refused.\(call)", "NetEase refuses a chatroom queue key: skipped, the rest of the queue goes on",
+            [
                 "machine.id": .string(room.machineID), "chatroom.id": .stringConvertible(room.chatroom), "netease.call": .string(call),
                 "chatroom.key": .string(String(key.prefix(64))), "error": .string(error.description),
-            ]
-            if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
-            logger.warning("NetEase refuses a chatroom queue key: skipped, the rest of the queue goes on", metadata: metadata)
-        }
+            ], on: logger)
     }
 
     /// Returns once a snapshot arrived (or one arrived while the worker was busy), or when cancelled.

@@ -48,11 +48,10 @@ final class OnlineCounts: Service, Sendable {
                 AppServerMetrics.onlineCountsOK.increment()
             } catch {
                 AppServerMetrics.onlineCountsFailed.increment()
-                warnings.log("failed") { heldBack in
-                    var metadata: Logger.Metadata = ["chatroom.id": .stringConvertible(room), "error": .string(error.description)]
-                    if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
-                    logger.warning("Chatroom online count not read", metadata: metadata)
-                }
+                warnings.warning(
+                    "failed", "Chatroom online count not read",
+                    ["chatroom.id": .stringConvertible(room), "error": .string(error.description)],
+                    on: logger)
             }
         }
     }

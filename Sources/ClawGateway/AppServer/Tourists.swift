@@ -208,19 +208,11 @@ final class Tourists: Service, Sendable {
     }
 
     private func warn(_ kind: String, _ message: Logger.Message, _ tourist: TouristAccount, _ error: String) {
-        warnings.log(kind) { heldBack in
-            var metadata: Logger.Metadata = ["player.accid": .string(tourist.accid), "error": .string(error)]
-            if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
-            logger.warning(message, metadata: metadata)
-        }
+        warnings.warning(kind, message, ["player.accid": .string(tourist.accid), "error": .string(error)], on: logger)
     }
 
     private func fail(_ message: Logger.Message, error: String) {
         AppServerMetrics.touristsFailed.increment()
-        warnings.log("\(message)") { heldBack in
-            var metadata: Logger.Metadata = ["error": .string(error)]
-            if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
-            logger.warning(message, metadata: metadata)
-        }
+        warnings.warning("\(message)", message, ["error": .string(error)], on: logger)
     }
 }

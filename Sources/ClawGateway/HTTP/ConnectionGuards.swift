@@ -73,22 +73,15 @@ final class ConnectionLimit: Sendable {
             return true
         case .full:
             ConnectionRefusals.maxConnections.increment()
-            warnings.log("full") { heldBack in
-                logger.warning(
-                    "HTTP connection closed: too many open",
-                    metadata: ["http.max_connections": .stringConvertible(maximum), "log.held_back": .stringConvertible(heldBack)])
-            }
+            warnings.warning("full", "HTTP connection closed: too many open", ["http.max_connections": .stringConvertible(maximum)], on: logger)
         case .overShare:
             ConnectionRefusals.perClient.increment()
-            warnings.log("over_share") { heldBack in
-                logger.warning(
-                    "HTTP connection closed: over the client's share",
-                    metadata: [
-                        "http.client": .stringConvertible(client?.description ?? "-"),
-                        "http.max_connections_per_client": .stringConvertible(perClient),
-                        "log.held_back": .stringConvertible(heldBack),
-                    ])
-            }
+            warnings.warning(
+                "over_share", "HTTP connection closed: over the client's share",
+                [
+                    "http.client": .stringConvertible(client?.description ?? "-"),
+                    "http.max_connections_per_client": .stringConvertible(perClient),
+                ], on: logger)
         }
         return false
     }

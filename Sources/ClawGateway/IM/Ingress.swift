@@ -175,9 +175,7 @@ struct Ingress: Sendable {
     /// constant, never text from the request) went out in the last 10 s; the
     /// next one says how many were held back.
     private func warnRefused(_ kind: String, _ message: Logger.Message, reason: String) {
-        refusalLog.log(kind) { heldBack in
-            logger.warning(message, metadata: ["http.reason": .string(reason), "log.held_back": .stringConvertible(heldBack)])
-        }
+        refusalLog.warning(kind, message, ["http.reason": .string(reason)], on: logger)
     }
 
     /// NetEase reads only the status; the body is the same for every copy.

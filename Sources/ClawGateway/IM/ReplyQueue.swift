@@ -224,11 +224,10 @@ final class ReplyQueue: Service, Sendable {
             if coalesced { GatewayMetrics.reply(provider: delivery.provider, result: "coalesced") }
             guard let dropped else { return }
             GatewayMetrics.reply(provider: delivery.provider, result: "overflow")
-            warnings.log("overflow") { heldBack in
-                var metadata: Logger.Metadata = ["player.accid": .string(dropped.player), "im.provider": .string(delivery.provider)]
-                if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
-                logger.warning("Reply dropped: the reply queue is full or closed", metadata: metadata)
-            }
+            warnings.warning(
+                "overflow", "Reply dropped: the reply queue is full or closed",
+                ["player.accid": .string(dropped.player), "im.provider": .string(delivery.provider)],
+                on: logger)
         }
     }
 
@@ -312,13 +311,12 @@ final class ReplyQueue: Service, Sendable {
             GatewayMetrics.reply(provider: delivery.provider, result: "sent")
         case .failed(let reason):
             GatewayMetrics.reply(provider: delivery.provider, result: "failed")
-            warnings.log("failed") { heldBack in
-                var metadata: Logger.Metadata = [
+            warnings.warning(
+                "failed", "Reply to player failed",
+                [
                     "player.accid": .string(reply.player), "im.provider": .string(delivery.provider), "im.error": .string(reason),
-                ]
-                if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
-                logger.warning("Reply to player failed", metadata: metadata)
-            }
+                ],
+                on: logger)
         }
     }
 }

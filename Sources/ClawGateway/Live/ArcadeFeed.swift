@@ -226,14 +226,10 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
             return client
         case .failure(let refusal):
             if refusal != .stopped {
-                warnings.log("refused.\(refusal)") { heldBack in
-                    logger.notice(
-                        "Stream refused",
-                        metadata: [
-                            "stream.refusal": .string("\(refusal)"), "http.client": .stringConvertible(address?.description ?? "-"),
-                            "log.held_back": .stringConvertible(heldBack),
-                        ])
-                }
+                warnings.log(
+                    "refused.\(refusal)", .notice, "Stream refused",
+                    ["stream.refusal": .string("\(refusal)"), "http.client": .stringConvertible(address?.description ?? "-")],
+                    on: logger)
             }
             throw refusal
         }
@@ -377,20 +373,16 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
             case .sent, .skipped(fellBehind: false):
                 break
             case .skipped(fellBehind: true):
-                warnings.log("behind") { heldBack in
-                    logger.notice(
-                        "Stream client too far behind, skipping to a gap",
-                        metadata: ["stream.client": .stringConvertible(client.id), "log.held_back": .stringConvertible(heldBack)])
-                }
+                warnings.log(
+                    "behind", .notice, "Stream client too far behind, skipping to a gap", ["stream.client": .stringConvertible(client.id)],
+                    on: logger)
             case .caughtUp(let missed):
                 logger.debug(
                     "Stream client back in step", metadata: ["stream.client": .stringConvertible(client.id), "stream.events_missed": .stringConvertible(missed)])
             case .tooLongBehind:
-                warnings.log("dropped") { heldBack in
-                    logger.notice(
-                        "Stream client behind for too long, dropped",
-                        metadata: ["stream.client": .stringConvertible(client.id), "log.held_back": .stringConvertible(heldBack)])
-                }
+                warnings.log(
+                    "dropped", .notice, "Stream client behind for too long, dropped", ["stream.client": .stringConvertible(client.id)],
+                    on: logger)
                 disconnect(client)
             }
         }

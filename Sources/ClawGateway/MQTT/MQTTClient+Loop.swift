@@ -237,14 +237,12 @@ extension MQTTClient {
             core.oversized += 1
             return core.oversized
         }
-        warnings.log("oversized") { heldBack in
-            logger.warning(
-                "Oversized MQTT message dropped",
-                metadata: [
-                    "mqtt.bytes": .stringConvertible(length), "mqtt.limit": .stringConvertible(limit),
-                    "mqtt.dropped_total": .stringConvertible(count), "log.held_back": .stringConvertible(heldBack),
-                ])
-        }
+        warnings.warning(
+            "oversized", "Oversized MQTT message dropped",
+            [
+                "mqtt.bytes": .stringConvertible(length), "mqtt.limit": .stringConvertible(limit),
+                "mqtt.dropped_total": .stringConvertible(count),
+            ], on: logger)
         return false
     }
 

@@ -517,13 +517,10 @@ final class Machine: Sendable {
     /// 10 s, the payload escaped and cut short.
     private func warn(_ text: Logger.Message, topic: String, _ payload: [UInt8]?, error: String? = nil) {
         metrics.badMessages.increment()
-        warnings.log("\(text)") { heldBack in
-            var metadata: Logger.Metadata = ["mqtt.topic": .string(topic)]
-            if let payload { metadata["mqtt.payload"] = .string(LogText.payload(payload)) }
-            if let error { metadata["error"] = .string(error) }
-            if heldBack > 0 { metadata["log.held_back"] = .stringConvertible(heldBack) }
-            logger.warning(text, metadata: metadata)
-        }
+        var metadata: Logger.Metadata = ["mqtt.topic": .string(topic)]
+        if let payload { metadata["mqtt.payload"] = .string(LogText.payload(payload)) }
+        if let error { metadata["error"] = .string(error) }
+        warnings.warning("\(text)", text, metadata, on: logger)
     }
 }
 
