@@ -67,7 +67,7 @@ extension HeavySuites {
                 try await site.copy(from: "carol", #"{"command":6}"#)
                 let carol = try await site.offeredSession(to: "carol")
                 try await site.copy(from: "carol", #"{"command":12,"data":"\#(carol)"}"#)
-                try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":1001,"#) && $0.contains(carol) }
+                try await pc.ackCoin(session: carol)
                 try pc.client.publish("claw/m1/state", payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
                 try await eventually("carol to be told the game ended") { notices(to: "carol").count == 2 }
                 let told = notices(to: "carol")

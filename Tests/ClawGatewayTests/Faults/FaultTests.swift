@@ -72,11 +72,14 @@ extension HeavySuites {
         /// The PC drops and is back within `game.offline_grace`: the game goes
         /// on, nothing sent during the gap reaches the machine, the result counts.
         @Test func aPCBackWithinTheGraceFinishesTheGame() async throws {
-            try await E2ESite.with(game: "offline_grace: 60s", keepalive: 5) { site in
+            // command_events: the coin's ack is seen on the events topic.
+            try await E2ESite.with(game: "offline_grace: 60s\ncommand_events: true", keepalive: 5) { site in
                 let events = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/events", "claw/m1/control"])
                 try await site.generic(from: "ann", #"{"command":6}"#)
                 let session = try await site.currentSession()
                 try await site.generic(from: "ann", #"{"command":12,"data":"\#(session)"}"#)
+                // The PC started the game: a PC gone before its coin's ack ends it at once.
+                try await events.waitFor("claw/m1/events") { $0.contains(#""type":"ack""#) && $0.contains(#""command":"add_coins""#) }
                 let simulator = try #require(site.simulator)
                 simulator.signal(SIGKILL)
                 _ = simulator.wait()

@@ -515,6 +515,7 @@ import Testing
     @Test func aGameWhosePCDoesNotReturnInTimeEndsMachineOffline() throws {
         var game = PureGame()
         try game.play("alice")
+        game.ackCoin()
         game.join("bob")
         game.presence(.offline)
         let over = game.advance(by: .seconds(10))
@@ -546,6 +547,7 @@ import Testing
     @Test func aPlayerWhoLeavesDuringTheGapEndsTheirGame() throws {
         var game = PureGame()
         try game.play("alice")
+        game.ackCoin()
         game.presence(.offline)
         let left = game.send("alice", #"{"command":7}"#)
         #expect(left.games.first?.outcome == .left)
