@@ -21,14 +21,7 @@
     empty: null,
   };
 
-  const $ = (id) => document.getElementById(id);
-
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
+  const { $, el } = ClawPage;
 
   function pills(node, list) {
     node.replaceChildren(...list.map(([text, kind]) => el("span", "pill " + kind, text)));
@@ -66,14 +59,7 @@
   }
 
   function setLive(live, note) {
-    if (live) pill($("link"), "Live", "good");
-    else pill($("link"), note || "Disconnected, retrying…", "bad");
-    document.body.classList.toggle("stale", !live);
-  }
-
-  function pill(node, text, kind) {
-    node.textContent = text;
-    node.className = "pill " + kind;
+    ClawPage.live(live, note, "Disconnected, retrying…");
   }
 
   // MARK: The read token (router.read_token)

@@ -24,19 +24,7 @@
     live: false,
   };
 
-  const $ = (id) => document.getElementById(id);
-
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function pill(node, text, kind) {
-    node.textContent = text;
-    node.className = "pill " + kind;
-  }
+  const { $, el, pill } = ClawPage;
 
   // MARK: The stream
 
@@ -136,9 +124,7 @@
 
   function setLive(live, note) {
     page.live = live;
-    if (live) pill($("link"), "Live", "good");
-    else pill($("link"), note || "Disconnected, reconnecting…", "bad");
-    document.body.classList.toggle("stale", !live);
+    ClawPage.live(live, note, "Disconnected, reconnecting…");
   }
 
   function onHello(hello) {

@@ -63,14 +63,7 @@
     shown: false,
   };
 
-  const $ = (id) => document.getElementById(id);
-
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
+  const { $, el } = ClawPage;
 
   function compare(a, b) {
     return a < b ? -1 : a > b ? 1 : 0;
@@ -189,14 +182,7 @@
   }
 
   function setLive(live, note) {
-    if (live) pill($("link"), "Live", "good");
-    else pill($("link"), note || "The recorder does not answer; retrying…", "bad");
-    document.body.classList.toggle("stale", !live);
-  }
-
-  function pill(node, text, kind) {
-    node.textContent = text;
-    node.className = "pill " + kind;
+    ClawPage.live(live, note, "The recorder does not answer; retrying…");
   }
 
   // MARK: The read token (recorder.read_token)

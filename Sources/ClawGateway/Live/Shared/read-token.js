@@ -17,7 +17,36 @@
 // on a 401, token.accepted() once an answer was read, token.waiting while
 // the form waits, and token.note(response) / token.delay(response, ms) on
 // any other refusal. A page that polls gets its loop from token.poller(…).
+//
+// The few DOM helpers every page uses come with it, as ClawPage:
+//   $(id), el(tag, className, text), pill(node, text, kind), and
+//   live(isLive, note, fallback): the "link" pill and the page's "stale" look.
 "use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function pill(node, text, kind) {
+    node.textContent = text;
+    node.className = "pill " + kind;
+  }
+
+  // The page's connection pill: "Live", or why not (`note`, else `fallback`).
+  function live(isLive, note, fallback) {
+    if (isLive) pill($("link"), "Live", "good");
+    else pill($("link"), note || fallback, "bad");
+    document.body.classList.toggle("stale", !isLive);
+  }
+
+  window.ClawPage = { $, el, pill, live };
+})();
 
 (function () {
   const KEY = "claw-read-token";
