@@ -55,28 +55,14 @@ final class BenchSite: Sendable {
     /// A gateway.yaml with `machines` machines `m0001`…, the generic
     /// webhook (replies logged, not sent) and the default game timers.
     func writeConfig(machines: Int, maxQueue: Int = 200, commandsPerSecond: Int = 20) throws {
-        var yaml = """
-            gateway:
-              id: bench
-              log_level: warning
-            mqtt:
-              url: mqtt://127.0.0.1:\(brokerPort)
-            http:
-              listen: 127.0.0.1:\(httpPort)
-            im:
-              generic:
-                secret: \(Self.secret)
+        let game = """
             game:
               max_queue: \(maxQueue)
               max_commands_per_second: \(commandsPerSecond)
-            storage:
-              path: \(directory.appendingPathComponent("gateway.sqlite").path)
-            machines:
-
             """
-        for index in 1...machines {
-            yaml += "  - { id: \(Self.machine(index)), cameras: [{ id: \"1\" }] }\n"
-        }
+        let yaml = Self.siteYAML(
+            id: "bench", brokerPort: brokerPort, httpPort: httpPort, storage: directory.appendingPathComponent("gateway.sqlite").path,
+            extra: game, machines: machines)
         try yaml.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
@@ -138,17 +124,48 @@ final class BenchSite: Sendable {
 
     // MARK: HTTP
 
-    /// A signed generic notification (SPEC §5).
+    /// A signed generic notification (SPEC §5) to this gateway.
     func notification(from player: String, to machine: String, _ attach: String) -> HTTPClientRequest {
+        Self.notification(base: base, secret: Self.secret, from: player, to: machine, attach)
+    }
+
+    /// A signed generic notification (SPEC §5) to the gateway or router at `base`.
+    static func notification(base: String, secret: String, from player: String, to machine: String, _ attach: String) -> HTTPClientRequest {
         let body = JSONObjectWriter.object(["from": player, "to": machine, "attach": attach])
         let timestamp = String(Int64(Date().timeIntervalSince1970))
         var request = HTTPClientRequest(url: base + "/v1/notifications")
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "X-Claw-Timestamp", value: timestamp)
-        request.headers.add(name: "X-Claw-Signature", value: Signatures.genericSignature(secret: Self.secret, timestamp: timestamp, body: body))
+        request.headers.add(name: "X-Claw-Signature", value: Signatures.genericSignature(secret: secret, timestamp: timestamp, body: body))
         request.body = .bytes(ByteBuffer(bytes: body))
         return request
+    }
+
+    /// The head of a site's gateway.yaml, up to `machines:`, and the
+    /// machines `m0001`… with one camera each.
+    static func siteYAML(id: String, brokerPort: Int, httpPort: Int, storage: String, extra: String, machines: Int) -> String {
+        var yaml = """
+            gateway:
+              id: \(id)
+              log_level: warning
+            mqtt:
+              url: mqtt://127.0.0.1:\(brokerPort)
+            http:
+              listen: 127.0.0.1:\(httpPort)
+            im:
+              generic:
+                secret: \(secret)
+            storage:
+              path: \(storage)
+            \(extra)
+            machines:
+
+            """
+        for index in 1...machines {
+            yaml += "  - { id: \(machine(index)), cameras: [{ id: \"1\" }] }\n"
+        }
+        return yaml
     }
 
     /// The answer's fields, as text.

@@ -351,15 +351,7 @@ struct ChainPlayer: Sendable {
 
     /// A signed generic notification from this player to its machine.
     func notification(base: String, _ attach: String) -> HTTPClientRequest {
-        let body = JSONObjectWriter.object(["from": player, "to": machine, "attach": attach])
-        let timestamp = String(Int64(Date().timeIntervalSince1970))
-        var request = HTTPClientRequest(url: base + "/v1/notifications")
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.headers.add(name: "X-Claw-Timestamp", value: timestamp)
-        request.headers.add(name: "X-Claw-Signature", value: Signatures.genericSignature(secret: secret, timestamp: timestamp, body: body))
-        request.body = .bytes(ByteBuffer(bytes: body))
-        return request
+        BenchSite.notification(base: base, secret: secret, from: player, to: machine, attach)
     }
 }
 

@@ -310,26 +310,13 @@ final class RecordsRig: Sendable {
     }
 
     func writeSiteConfig(site: String) throws {
-        var yaml = """
-            gateway:
-              id: \(site)
-              log_level: warning
-            mqtt:
-              url: mqtt://127.0.0.1:\(brokerPort)
-            http:
-              listen: 127.0.0.1:\(sitePort)
-            im:
-              generic:
-                secret: \(BenchSite.secret)
-            storage:
-              path: \(sitePath)
+        let chain = """
             chain:
               site: \(site)
               bus: [mqtt://127.0.0.1:\(brokerPort)]
-            machines:
-
             """
-        for index in 1...4 { yaml += "  - { id: \(BenchSite.machine(index)), cameras: [{ id: \"1\" }] }\n" }
+        let yaml = BenchSite.siteYAML(
+            id: site, brokerPort: brokerPort, httpPort: sitePort, storage: sitePath, extra: chain, machines: 4)
         try yaml.write(toFile: siteConfig, atomically: true, encoding: .utf8)
     }
 

@@ -42,12 +42,7 @@ final class AppServerSite {
               admin_token: \(Self.adminToken)
             storage:
               path: data/gateway.sqlite
-            im:
-              netease:
-                app_key: \(FakeNetEaseAPI.appKey)
-                app_secret: \(FakeNetEaseAPI.appSecret)
-                api_base: \(netease.baseURL)
-                reply_timeout: 1s
+            \(netease.imSection(replyConcurrency: nil))
             app_server:
               tourist_ttl: 1h
               sessions: \(sessions)

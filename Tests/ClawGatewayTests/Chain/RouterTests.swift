@@ -167,14 +167,7 @@ extension DatabaseSuites {
                     bus:
                       urls: [\(broker.url)]
                       username: router
-                    im:
-                      netease:
-                        app_key: \(FakeNetEaseAPI.appKey)
-                        app_secret: \(FakeNetEaseAPI.appSecret)
-                        api_base: \(netease.baseURL)
-                        reply_timeout: 1s
-                      generic:
-                        secret: \(E2ESite.webhookSecret)
+                    \(netease.imSection(replyConcurrency: nil, genericSecret: E2ESite.webhookSecret))
 
                     """)
                 let clock = testClock ? TestClock<Duration>() : nil

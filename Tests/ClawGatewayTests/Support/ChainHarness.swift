@@ -57,13 +57,7 @@ final class ChainHarness {
         private static func sections(_ name: String, cluster: NATSCluster, netease: FakeNetEaseAPI) -> String {
             let user = "site-\(name)"
             return """
-                im:
-                  netease:
-                    app_key: \(FakeNetEaseAPI.appKey)
-                    app_secret: \(FakeNetEaseAPI.appSecret)
-                    api_base: \(netease.baseURL)
-                    reply_timeout: 1s
-                    reply_concurrency: 2
+                \(netease.imSection())
                 chain:
                   site: \(name)
                   bus: [\(cluster.mqttURLs.joined(separator: ", "))]
@@ -238,13 +232,7 @@ final class ChainHarness {
                   password: \(NATSCluster.passwords["router"] ?? "")
                   client_id: \(clientID)
                   topic_prefix: claw
-                im:
-                  netease:
-                    app_key: \(FakeNetEaseAPI.appKey)
-                    app_secret: \(FakeNetEaseAPI.appSecret)
-                    api_base: \(netease.baseURL)
-                    reply_timeout: 1s
-                    reply_concurrency: 2
+                \(netease.imSection())
 
                 """
             try yaml.write(to: config, atomically: true, encoding: .utf8)

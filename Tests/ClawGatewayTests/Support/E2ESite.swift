@@ -37,15 +37,7 @@ final class E2ESite {
         site = try TestSite(
             broker: broker, machines: machines, game: game,
             extra: """
-                im:
-                  netease:
-                    app_key: \(FakeNetEaseAPI.appKey)
-                    app_secret: \(FakeNetEaseAPI.appSecret)
-                    api_base: \(netease.baseURL)
-                    reply_timeout: 1s
-                    reply_concurrency: 2
-                  generic:
-                    secret: \(Self.webhookSecret)
+                \(netease.imSection(genericSecret: Self.webhookSecret))
                 \(extra)
 
                 """, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive,

@@ -59,6 +59,23 @@ final class FakeNetEaseAPI: Sendable {
 
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
+    /// The `im:` section of a config whose NetEase replies come here, at the
+    /// top level of the YAML: with `genericSecret`, the generic webhook too.
+    func imSection(replyConcurrency: Int? = 2, genericSecret: String? = nil) -> String {
+        var yaml = """
+            im:
+              netease:
+                app_key: \(Self.appKey)
+                app_secret: \(Self.appSecret)
+                api_base: \(baseURL)
+                reply_timeout: 1s
+
+            """
+        if let replyConcurrency { yaml += "    reply_concurrency: \(replyConcurrency)\n" }
+        if let genericSecret { yaml += "  generic:\n    secret: \(genericSecret)\n" }
+        return yaml
+    }
+
     init() async throws {
         port = try FreePort.next()
         let router = Router()
