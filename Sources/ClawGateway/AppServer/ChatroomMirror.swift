@@ -166,9 +166,7 @@ final class ChatroomMirror: Service, MachineObserver, Sendable {
     static func element(for player: WaitingPlayer) -> ChatroomQueueElement {
         let key = player.provider == "netease" ? player.accid : "\(player.provider):\(player.accid)"
         let nick = player.nick.isEmpty ? player.accid : player.nick
-        let value = (try? JSONSerialization.data(withJSONObject: ["nick": nick], options: [.withoutEscapingSlashes]))
-            .map { String(decoding: $0, as: UTF8.self) } ?? #"{"nick":""}"#
-        return ChatroomQueueElement(key: key, value: value)
+        return ChatroomQueueElement(key: key, value: String(decoding: JSONCoding.encode(["nick": nick]), as: UTF8.self))
     }
 
     /// What takes a queue holding `believed` to `desired`: the elements
