@@ -177,13 +177,14 @@ final class TokenThrottle: Sendable {
         }
     }
 
-    /// Forgets the addresses that no longer count, or else the stalest one.
+    /// Forgets the addresses that no longer count, or else the stalest one
+    /// that is not blocked (a blocked one only when every one is).
     private static func evict(_ records: inout [ClientAddress?: Record], now: Date) {
-        records = records.filter { _, record in
-            (record.blockedUntil.map { $0 > now } ?? false) || now.timeIntervalSince(record.lastSeen) < window
-        }
-        if records.count >= capacity, let stalest = records.min(by: { $0.value.lastSeen < $1.value.lastSeen })?.key {
-            records[stalest] = nil
-        }
+        func isBlocked(_ record: Record) -> Bool { record.blockedUntil.map { $0 > now } ?? false }
+        records = records.filter { _, record in isBlocked(record) || now.timeIntervalSince(record.lastSeen) < window }
+        guard records.count >= capacity else { return }
+        let stalest = records.filter { !isBlocked($0.value) }.min { $0.value.lastSeen < $1.value.lastSeen }
+            ?? records.min { $0.value.lastSeen < $1.value.lastSeen }
+        if let stalest { records[stalest.key] = nil }
     }
 }
