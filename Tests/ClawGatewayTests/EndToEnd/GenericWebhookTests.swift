@@ -93,26 +93,44 @@ extension HeavySuites {
             }
         }
 
+        /// The budget is 10 answered notifications a second per sender, on
+        /// the gateway's wall clock: a box too loaded to send eleven within a
+        /// second gets its budget back before the join, so the flood is sent
+        /// again, by another sender, until one is refused.
         @Test func oneSendersFloodIsRefusedWith429() async throws {
             try await E2ESite.with(simulate: false) { site in
                 try await site.waitReady()
-                var statuses: [Int] = []
-                for serial in 1...15 {
-                    statuses.append(try await site.generic(from: "mallory", #"{"command":1,"data":"up","serial":\#(serial)}"#).status)
+                var refused: (join: [UInt8], timestamp: String)?
+                var sender = "mallory"
+                for attempt in 1...5 where refused == nil {
+                    sender = attempt == 1 ? "mallory" : "mallory\(attempt)"
+                    var statuses: [Int] = []
+                    for serial in 1...15 {
+                        statuses.append(
+                            try await site.generic(from: sender, #"{"command":1,"data":"up","serial":\#(serial)}"#).status)
+                    }
+                    #expect(statuses.allSatisfy { $0 == 200 || $0 == 429 }, "\(statuses)")
+                    if attempt == 1 { #expect(statuses.prefix(10).allSatisfy { $0 == 200 }, "machine_offline, answered") }
+                    let join = GenericEnvelope.encode(from: sender, to: "m1", attach: #"{"command":6}"#)
+                    let timestamp = String(Int64(Date().timeIntervalSince1970))
+                    let limited = try await site.generic(body: join, timestamp: timestamp)
+                    if limited.status == 429 {
+                        #expect(limited.json["code"] as? String == "rate_limited")
+                        refused = (join, timestamp)
+                    } else {
+                        // Taken: the budget came back before it.
+                        #expect(limited.json["result"] as? String == "queued", "\(limited.status) \(limited.body)")
+                    }
                 }
-                #expect(statuses.prefix(10).allSatisfy { $0 == 200 }, "machine_offline, answered")
-                let join = GenericEnvelope.encode(from: "mallory", to: "m1", attach: #"{"command":6}"#)
-                let timestamp = String(Int64(Date().timeIntervalSince1970))
-                let limited = try await site.generic(body: join, timestamp: timestamp)
-                #expect(limited.status == 429)
-                #expect(limited.json["code"] as? String == "rate_limited")
+                let (join, timestamp) = try #require(refused, "no flood of fifteen was refused in five tries")
                 #expect(try await site.generic(from: "zoe", #"{"command":6}"#).status == 200, "others are not held back")
                 // A refused notification was not accepted: the same signed bytes may come
-                // again (still 429 while over budget, taken once the budget is back), and
-                // only then are they a replay.
-                #expect(try await site.generic(body: join, timestamp: timestamp).status == 429)
-                try await eventually("mallory's budget to come back and the same bytes to be taken") {
-                    try await site.generic(body: join, timestamp: timestamp).json["result"] as? String == "queued"
+                // again (429 while over budget, taken once the budget is back), and only
+                // once taken are they a replay.
+                try await eventually("\(sender)'s budget to come back and the same bytes to be taken") {
+                    let again = try await site.generic(body: join, timestamp: timestamp)
+                    #expect(again.status == 429 || again.status == 200, "refused bytes are no replay: \(again.status)")
+                    return again.json["result"] as? String == "queued"
                 }
                 #expect(try await site.generic(body: join, timestamp: timestamp).status == 409)
             }
