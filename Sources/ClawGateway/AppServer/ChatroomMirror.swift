@@ -221,7 +221,7 @@ final class ChatroomMirror: Service, MachineObserver, Sendable {
                         // Not there to poll (someone else took it out): not in the queue, as wanted.
                         logger.debug(
                             "A chatroom queue key NetEase would not poll: taken as gone",
-                            metadata: ["chatroom.id": .stringConvertible(room.chatroom), "error": .string(error.description)])
+                            metadata: error.shape.metadata(["chatroom.id": .stringConvertible(room.chatroom)]))
                     } catch {
                         AppServerMetrics.pollFailed.increment()
                         throw error
@@ -267,10 +267,10 @@ final class ChatroomMirror: Service, MachineObserver, Sendable {
         AppServerMetrics.skipped.increment()
         warnings.warning(
             "refused.\(call)", "NetEase refuses a chatroom queue key: skipped, the rest of the queue goes on",
-            [
+            error.shape.metadata([
                 "machine.id": .string(room.machineID), "chatroom.id": .stringConvertible(room.chatroom), "netease.call": .string(call),
-                "chatroom.key": .string(String(key.prefix(64))), "error": .string(error.description),
-            ], on: logger)
+                "chatroom.key": .string(String(key.prefix(64))),
+            ]), on: logger)
     }
 
     /// Returns once a snapshot arrived (or one arrived while the worker was busy), or when cancelled.

@@ -40,16 +40,9 @@ struct ChatroomQueueElement: Sendable, Equatable {
 
 /// A call that did not succeed: the API was not reached or did not answer
 /// in time (`unreachable`), or it answered with a code other than 200.
-enum NetEaseAPIError: Error, Sendable, Equatable, CustomStringConvertible {
+enum NetEaseAPIError: Error, Sendable, Equatable {
     case unreachable(String)
     case refused(code: Int, desc: String)
-
-    var description: String {
-        switch self {
-        case .unreachable(let reason): "not reached: \(reason)"
-        case .refused(let code, let desc): "code \(code)\(desc.isEmpty ? "" : ": \(desc)")"
-        }
-    }
 
     /// NetEase understood the call and refused what it carries (a 4xx code
     /// such as 414, a bad parameter): sending it again gets the same answer.

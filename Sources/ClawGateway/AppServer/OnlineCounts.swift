@@ -50,7 +50,7 @@ final class OnlineCounts: Service, Sendable {
                 AppServerMetrics.onlineCountsFailed.increment()
                 warnings.warning(
                     "failed", "Chatroom online count not read",
-                    ["chatroom.id": .stringConvertible(room), "error": .string(error.description)],
+                    error.shape.metadata(["chatroom.id": .stringConvertible(room)]),
                     on: logger)
             }
         }

@@ -401,7 +401,7 @@ final class MQTTClient: Sendable {
                     mosquitto_subscribe_multiple(handle.pointer, &mid, Int32(pointers.count), pointers.baseAddress, qos.rawValue, 0, nil)
                 }
                 if let error = MQTTError.check(rc, "subscribe to \(batch.first ?? "")…") {
-                    logger.error("MQTT subscribe failed", metadata: ["mqtt.error": .string(error.message)])
+                    logger.error("MQTT subscribe failed", metadata: error.shape.metadata())
                 } else {
                     core.withLock { $0.pendingSubscribes[mid] = Array(batch) }
                 }

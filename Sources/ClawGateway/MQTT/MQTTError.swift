@@ -2,7 +2,7 @@ import CMosquitto
 
 /// A failure of the MQTT client: a stable code, a sentence, and libmosquitto's
 /// own error number when it has one.
-struct MQTTError: Error, Sendable, Equatable, CustomStringConvertible {
+struct MQTTError: Error, Sendable, Equatable {
     enum Code: String, Sendable {
         /// Not connected to the broker right now; nothing was queued.
         case notConnected = "not_connected"
@@ -29,8 +29,6 @@ struct MQTTError: Error, Sendable, Equatable, CustomStringConvertible {
         }
         return MQTTError(code: code, message: "\(what()): \(Mosquitto.describe(rc))", libraryCode: rc)
     }
-
-    var description: String { "\(code.rawValue): \(message)" }
 }
 
 /// Process-wide facts about libmosquitto.

@@ -48,7 +48,7 @@ struct MQTTService: Service {
             try client.publish(topics.gatewayState, payload: Array(presence.rawValue.utf8), qos: .atLeastOnce, retain: true)
         } catch {
             logger.warning(
-                "Gateway state not published", metadata: ["mqtt.topic": .string(topics.gatewayState), "mqtt.error": .string(error.message)])
+                "Gateway state not published", metadata: error.shape.metadata(["mqtt.topic": .string(topics.gatewayState)]))
         }
     }
 }

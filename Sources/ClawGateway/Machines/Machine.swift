@@ -352,7 +352,7 @@ final class Machine: Sendable {
                 metrics.stats.commandSent()
             } catch {
                 metrics.commandsLost.increment()
-                logger.warning("Command not published", metadata: ["mqtt.topic": .string(topic), "mqtt.error": .string(error.message)])
+                logger.warning("Command not published", metadata: error.shape.metadata(["mqtt.topic": .string(topic)]))
                 if message.code == .addCoins, let serial = message.serial {
                     lostCoins.append(serial)
                     if let session = message.session { lostSessions.insert(session) }
@@ -423,7 +423,7 @@ final class Machine: Sendable {
         } catch where error.code == .notConnected {
             // Events are a live stream; while the broker is away there is no one to tell.
         } catch {
-            logger.warning("Event not published", metadata: ["event.type": .string(event.type.rawValue), "error": .string(error.message)])
+            logger.warning("Event not published", metadata: error.shape.metadata(["event.type": .string(event.type.rawValue)]))
         }
     }
 
@@ -437,7 +437,7 @@ final class Machine: Sendable {
         } catch where error.code == .notConnected {
             logger.debug("Snapshot not published while disconnected")
         } catch {
-            logger.warning("Snapshot not published", metadata: ["error": .string(error.message)])
+            logger.warning("Snapshot not published", metadata: error.shape.metadata())
         }
     }
 

@@ -533,12 +533,10 @@ struct RestoredMachine: Sendable, Equatable {
 }
 
 /// The storage failed; says which file and what it was doing.
-struct StorageError: Error, CustomStringConvertible {
+struct StorageError: Error {
     var path: String
     var operation: String
     var underlying: any Error
-
-    var description: String { "storage \(path): \(operation) failed: \(underlying)" }
 }
 
 /// A file's shipping epoch (SPEC §10): its id, and the shipping number the

@@ -277,7 +277,7 @@ final class StorageWriter: Sendable {
         } catch {
             logger.error(
                 "Storage write failed: queue changes are refused until every machine's state is written again",
-                metadata: ["storage.path": .string(store.path), "error": .string(error.description)])
+                metadata: error.shape.metadata(["storage.path": .string(store.path)]))
             state.withLock { state in
                 state.failing = true
                 for submission in batch { state.keepGames(of: submission) }
@@ -310,7 +310,7 @@ final class StorageWriter: Sendable {
             settle(upTo: covered, machines: Array(images.indices))
             return true
         } catch {
-            logger.warning("Storage still failing", metadata: ["storage.path": .string(store.path), "error": .string(error.description)])
+            logger.warning("Storage still failing", metadata: error.shape.metadata(["storage.path": .string(store.path)]))
             return false
         }
     }
@@ -346,11 +346,11 @@ final class StorageWriter: Sendable {
         }
         for done in waiters { done(false) }
         reporter.finish()
-        do {
+        do throws(StorageError) {
             try store.close()
             logger.info("Storage closed", metadata: ["storage.path": .string(store.path)])
         } catch {
-            logger.error("Storage not closed cleanly", metadata: ["error": .string(error.description)])
+            logger.error("Storage not closed cleanly", metadata: error.shape.metadata())
         }
         for continuation in finished { continuation.resume() }
     }

@@ -237,9 +237,9 @@ final class ChainRecorder: Sendable {
             state.withLock { $0.acks += 1 }
         } catch {
             // The site sends again what is above its last acknowledgement; this one goes out with the next write.
-            warn("ack", "An acknowledgement not published: the site sends its records again", [
-                "chain.site": .string(site), "chain.upto": "\(upto)", "chain.error": .string(error.message),
-            ])
+            warn(
+                "ack", "An acknowledgement not published: the site sends its records again",
+                error.shape.metadata(["chain.site": .string(site), "chain.upto": "\(upto)"]))
         }
     }
 

@@ -112,7 +112,7 @@ final class ChainRouter: Sendable {
                 try client.publish(ChainTopics(prefix: sites.prefix, site: site).inbox, payload: Self.beat, qos: .atMostOnce, retain: false)
                 RouterMetrics.beats.increment()
             } catch {
-                logger.debug("Beat not sent", metadata: ["chain.site": .string(site), "chain.error": .string(error.message)])
+                logger.debug("Beat not sent", metadata: error.shape.metadata(["chain.site": .string(site)]))
             }
         }
     }

@@ -147,7 +147,7 @@ final class ChainLink: Sendable {
         do {
             try client.publish(topics.heartbeat, payload: Array(payload.utf8), qos: .atMostOnce, retain: false)
         } catch {
-            logger.debug("Chain heartbeat not sent", metadata: ["chain.error": .string(error.message)])
+            logger.debug("Chain heartbeat not sent", metadata: error.shape.metadata())
         }
     }
 
@@ -164,7 +164,7 @@ final class ChainLink: Sendable {
         do {
             try client.publish(topics.directory, payload: directory, qos: .atLeastOnce, retain: true)
         } catch {
-            logger.warning("Chain directory not published", metadata: ["chain.error": .string(error.message)])
+            logger.warning("Chain directory not published", metadata: error.shape.metadata())
         }
         publishHeartbeat()
     }
@@ -198,7 +198,7 @@ final class ChainLink: Sendable {
         } catch {
             logger.warning(
                 "Receipt for a copy not sent: the router answers the IM service 5xx and the copy comes again",
-                metadata: ["chain.copy": .string(receipt.id), "chain.error": .string(error.message)])
+                metadata: error.shape.metadata(["chain.copy": .string(receipt.id)]))
         }
     }
 

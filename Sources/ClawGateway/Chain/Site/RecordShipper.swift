@@ -166,11 +166,11 @@ final class RecordShipper: Sendable {
                 }
             }
         } catch let error as StorageError {
-            logger.warning("Game records not read for shipping", metadata: ["chain.error": "\(error)"])
+            logger.warning("Game records not read for shipping", metadata: error.shape.metadata())
         } catch let error as MQTTError {
-            logger.debug("Game records not shipped now; sent again later", metadata: ["chain.error": .string(error.message)])
+            logger.debug("Game records not shipped now; sent again later", metadata: error.shape.metadata())
         } catch {
-            logger.warning("Game records not shipped", metadata: ["chain.error": "\(error)"])
+            logger.warning("Game records not shipped", metadata: ["error.message": "\(error)"])
         }
     }
 }

@@ -1,0 +1,76 @@
+import Logging
+import Protocol
+
+/// What went wrong, as operators and callers see it, whichever part it came
+/// from: a stable `code` to search and alert on, a `message` that says what
+/// happened or what to do, and the `cause` underneath when something below
+/// failed (SQLite's error, libmosquitto's code, NetEase's answer).
+///
+/// HTTP callers get `{"code","message"}` (``Refusal``), players command 9
+/// with the code as `data` (``WireError``); operators read all three, on a
+/// log line as `error.code`, `error.message` and `error.cause`, and on the
+/// command line as `code: message (cause)`.
+struct ErrorShape: Sendable, Equatable, CustomStringConvertible {
+    var code: String
+    var message: String
+    var cause: String?
+
+    var description: String { cause.map { "\(code): \(message) (\($0))" } ?? "\(code): \(message)" }
+
+    /// `base` with the shape's three fields.
+    func metadata(_ base: Logger.Metadata = [:]) -> Logger.Metadata {
+        var metadata = base
+        metadata["error.code"] = .string(code)
+        metadata["error.message"] = .string(message)
+        if let cause { metadata["error.cause"] = .string(cause) }
+        return metadata
+    }
+}
+
+/// An error that operators or callers see: it shows itself as an ``ErrorShape``.
+protocol ShapedError: Error, CustomStringConvertible {
+    var shape: ErrorShape { get }
+}
+
+extension ShapedError {
+    var description: String { shape.description }
+}
+
+extension Refusal: ShapedError {
+    var shape: ErrorShape { ErrorShape(code: code, message: message) }
+}
+
+extension WireError: ShapedError {
+    var shape: ErrorShape { ErrorShape(code: code.rawValue, message: message) }
+}
+
+extension MQTTError: ShapedError {
+    var shape: ErrorShape {
+        ErrorShape(code: "mqtt_\(code.rawValue)", message: message, cause: libraryCode.map { "libmosquitto error \($0)" })
+    }
+}
+
+extension StorageError: ShapedError {
+    var shape: ErrorShape {
+        ErrorShape(code: "storage", message: "\(operation) failed on \(path)", cause: String(describing: underlying))
+    }
+}
+
+extension ConfigError: ShapedError {
+    var shape: ErrorShape {
+        ErrorShape(
+            code: "config", message: "\(file): \(problems.count) problem\(problems.count == 1 ? "" : "s")",
+            cause: problems.map(\.description).joined(separator: "; "))
+    }
+}
+
+extension NetEaseAPIError: ShapedError {
+    var shape: ErrorShape {
+        switch self {
+        case .unreachable(let reason):
+            ErrorShape(code: "netease_unreachable", message: "NetEase's server API was not reached", cause: reason)
+        case .refused(let code, let desc):
+            ErrorShape(code: "netease_refused", message: "NetEase refused the call with code \(code)", cause: desc.isEmpty ? nil : desc)
+        }
+    }
+}
