@@ -107,8 +107,6 @@ final class BusLink: Sendable {
         }
     }
 
-    var isUp: Bool { state == .up }
-
     /// Subscriptions the cluster refused, in all.
     var refusals: Int { stored.withLock { $0.refusals } }
 
