@@ -106,6 +106,7 @@ final class ChainRouter: Sendable {
     /// Every second: a beat on every known site's inbox, so that a site
     /// whose link hears none for 5 s takes it down and up again.
     func tick() {
+        sites.awake()
         guard client.isConnected else { return }
         for site in sites.known {
             do {

@@ -59,6 +59,8 @@ final class ChainSites: Sendable {
         /// Since when the router holds every subscription on its current
         /// connection; nil while it does not.
         var listeningSince: Duration?
+        /// When the router last ran its one-second tick (``awake()``).
+        var awakeAt: Duration?
     }
 
     /// What the router knows of a site's liveness (SPEC §9).
@@ -68,7 +70,8 @@ final class ChainSites: Sendable {
         /// Not heard for ``heartbeatFreshness`` while the router listened.
         case unreachable
         /// Not heard since the router (re)started listening, which was less
-        /// than ``heartbeatFreshness`` ago: the router does not know yet.
+        /// than ``heartbeatFreshness`` ago, or the router itself has not run
+        /// for ``stallAfter``: the router does not know yet.
         case unknown
     }
 
@@ -298,6 +301,9 @@ final class ChainSites: Sendable {
     private static func liveness(_ site: String, _ state: State, now: Duration) -> Liveness {
         let last = state.heartbeats[site]
         if let last, now - last < heartbeatFreshness { return .reachable }
+        // A router that has not run for a while (frozen, starved of the CPU)
+        // has not read the heartbeats waiting for it either.
+        if let awake = state.awakeAt, now - awake >= stallAfter { return .unknown }
         // A heartbeat from before the router listened again says nothing of now.
         guard let since = state.listeningSince else { return .unknown }
         if now - since < heartbeatFreshness, last.map({ $0 < since }) ?? true { return .unknown }
@@ -309,6 +315,24 @@ final class ChainSites: Sendable {
         let now = clock.now()
         state.withLock { state in
             if state.listeningSince == nil { state.listeningSince = now }
+        }
+    }
+
+    /// A router whose one-second tick comes this late was not running: its
+    /// silence says nothing of the sites.
+    static let stallAfter: Duration = .seconds(2)
+
+    /// The router's tick ran: it is running. After a stall it listens again
+    /// from now, as after a reconnection, so that a site whose heartbeats
+    /// wait unread in its socket is not found unreachable for the router's
+    /// own pause.
+    func awake() {
+        let now = clock.now()
+        state.withLock { state in
+            if let last = state.awakeAt, now - last >= Self.stallAfter, state.listeningSince != nil {
+                state.listeningSince = now
+            }
+            state.awakeAt = now
         }
     }
 

@@ -1,0 +1,76 @@
+import Clocks
+import Foundation
+import Logging
+import Testing
+
+@testable import ClawGateway
+
+/// A site's liveness as a router judges it (SPEC §9), on a test clock.
+@Suite struct ChainSitesLivenessTests {
+    let clock = TestClock<Duration>()
+    let sites: ChainSites
+
+    init() {
+        sites = ChainSites(prefix: "claw", clock: GameClock(clock, wallNow: { Date() }), logger: Logger(label: "test"))
+    }
+
+    func heartbeat(_ site: String) {
+        sites.receive(.heartbeat(site: site), payload: [])
+    }
+
+    /// Runs the router's tick every second for `seconds`, as its tick loop does.
+    func run(for seconds: Int) async {
+        for _ in 0..<seconds {
+            await clock.advance(by: .seconds(1))
+            sites.awake()
+        }
+    }
+
+    @Test func aSiteSilentFor3sWhileTheRouterRanIsUnreachable() async {
+        sites.listening()
+        sites.awake()
+        heartbeat("arcade-1")
+        #expect(sites.liveness(of: "arcade-1") == .reachable)
+        await run(for: 2)
+        #expect(sites.liveness(of: "arcade-1") == .reachable)
+        await run(for: 1)
+        #expect(sites.liveness(of: "arcade-1") == .unreachable)
+    }
+
+    /// A router frozen or starved for 5 s finds the heartbeats of those
+    /// 5 s waiting in its socket: until it has run again and listened for
+    /// 3 s, its silence is its own, not the site's.
+    @Test func aRouterThatDidNotRunKnowsNoSiteToBeDown() async {
+        sites.listening()
+        sites.awake()
+        heartbeat("arcade-1")
+        await clock.advance(by: .seconds(5))  // no tick: the router did not run
+        #expect(sites.liveness(of: "arcade-1") == .unknown, "a copy taken before the tick runs is tried")
+        sites.awake()
+        #expect(sites.liveness(of: "arcade-1") == .unknown, "listening again, as after a reconnection")
+        heartbeat("arcade-1")  // what waited in the socket
+        #expect(sites.liveness(of: "arcade-1") == .reachable)
+
+        // A site that really is silent is found out 3 s after the stall.
+        await run(for: 3)
+        #expect(sites.liveness(of: "arcade-1") == .unreachable)
+    }
+
+    @Test func aStalledRouterThatHearsNothingAfterwardsFindsTheSiteDown3sLater() async {
+        sites.listening()
+        sites.awake()
+        heartbeat("arcade-1")
+        await clock.advance(by: .seconds(4))
+        sites.awake()
+        await run(for: 2)
+        #expect(sites.liveness(of: "arcade-1") == .unknown)
+        await run(for: 1)
+        #expect(sites.liveness(of: "arcade-1") == .unreachable)
+    }
+
+    @Test func aTickOnTimeChangesNothing() async {
+        sites.listening()
+        await run(for: 3)
+        #expect(sites.liveness(of: "arcade-1") == .unreachable, "never heard in the 3 s the router listened")
+    }
+}
