@@ -9,6 +9,16 @@ var testsUnoptimized: [SwiftSetting] {
     [.unsafeFlags(["-Onone", "-no-whole-module-optimization"], .when(configuration: .release))]
 }
 
+// The tests reach the gateway's internals (`@testable import`), so its own
+// modules are compiled testable in the one release build that the tests, the
+// chaos runs and the package share (scripts/deps.sh). Only those: the
+// dependencies (NIO, Hummingbird, ...) keep their full optimisation, which is
+// where nearly all of what -enable-testing cost the shipped binary went
+// (docs/BENCHMARKS.md, "What -enable-testing costs").
+var testable: [SwiftSetting] {
+    [.unsafeFlags(["-enable-testing"], .when(configuration: .release))]
+}
+
 let package = Package(
     name: "claw-gateway",
     platforms: [.macOS(.v15)],
@@ -40,7 +50,7 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
-        .target(name: "Protocol", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "Protocol", dependencies: [.product(name: "Crypto", package: "swift-crypto")], swiftSettings: testable),
         .executableTarget(
             name: "ClawGateway",
             dependencies: [
@@ -78,7 +88,8 @@ let package = Package(
                 .embedInCode("Live/HistoryDashboard/history.js"),
                 .embedInCode("Live/HistoryDashboard/history.css"),
                 .embedInCode("Live/Shared/read-token.js"),
-            ]
+            ],
+            swiftSettings: testable
         ),
         // The soak, memory and start-up benchmark: its own binary, not the daemon's.
         .executableTarget(
