@@ -21,19 +21,28 @@ struct Gateway {
     /// The largest message a PC may send the gateway: acks, results and
     /// states are tens of bytes; more is dropped before it is copied.
     static let maxMachineMessage = 4096
+    /// How long the broker keeps the gateway's MQTT session while it is
+    /// away: a day, far longer than any game a restart could take up.
+    static let mqttSessionExpiry: UInt32 = 86_400
 
     /// - Parameters:
     ///   - players: replaces the IM providers (tests).
     ///   - exportsMetrics: serve `/metrics` (the process-wide
     ///     ``GatewayMetrics/registry``); false leaves the route out.
+    ///   - listener: where HTTP connections come from; nil binds `http.listen`.
     static func build(
         config: GatewayConfig, logger: Logger, clock: GameClock = .system, players: (any PlayerChannel)? = nil,
-        exportsMetrics: Bool = false
+        exportsMetrics: Bool = false, listener: HTTPListener? = nil
     ) async throws -> Gateway {
         if exportsMetrics { GatewayMetrics.prepare(version: ClawGatewayCommand.version) }
         let topics = config.topics
         var mqttConfiguration = MQTTClientConfiguration(settings: config.mqtt, will: MQTTService.will(topics: topics))
         mqttConfiguration.maxInboundPayload = Self.maxMachineMessage
+        // SPEC §13: the broker keeps what the PCs say at QoS 1 while the
+        // gateway is away (a restart, a crash), under its fixed client id,
+        // and hands it over in order when it is back.
+        mqttConfiguration.cleanSession = false
+        mqttConfiguration.sessionExpiry = Self.mqttSessionExpiry
         let mqtt = try MQTTClient(configuration: mqttConfiguration, logger: logger)
         let store = try GameStore(path: config.storage.path, shipsRecords: config.chain != nil)
         let writer = StorageWriter(store: store, logger: logger)
@@ -80,11 +89,11 @@ struct Gateway {
                 try mqtt.publish(topic, payload: payload, qos: .atMostOnce, retain: false, expiry: expiry)
             },
             feed: feed, logger: logger)
-        let http = HTTPServer.application(
+        let routes = HTTPServer.router(
             HTTPServer.Dependencies(
                 config: config, arcade: arcade, ingress: ingress, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
-                uptime: { clock.now() }, now: clock.wallNow, chainProblem: { chainLink?.status.problem }, appServer: appServer),
-            logger: logger)
+                uptime: { clock.now() }, now: clock.wallNow, chainProblem: { chainLink?.status.problem }, appServer: appServer))
+        let http = HTTPServer.service(router: routes, http: config.http, ingress: ingress, listener: listener, logger: logger)
         // The reply queues stop after MQTT, so results that arrive while MQTT
         // winds down still reach their players.
         var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger)] + replies.services

@@ -15,6 +15,9 @@ public enum EventType: String, Sendable, Codable, CaseIterable {
     case reconnecting
     /// The PC came back within the grace; the game goes on.
     case reconnected
+    /// A turn open when the gateway stopped was taken up at its start
+    /// (SPEC §13); `data` is its phase (`offered`, `playing`, `awaiting_result`).
+    case restored
     /// A game record was closed; carries the outcome.
     case gameEnded = "game_ended"
     /// Operator actions.

@@ -142,7 +142,7 @@ class ClawPC:
         # Ack at once, before the hardware moves: the gateway times how long acks
         # take and flags a machine that misses several in a row.
         ack = {"command": ACK, "data": "ok", "serial": command["serial"]}
-        client.publish(self.ack, json.dumps(ack, separators=(",", ":")), qos=0)
+        client.publish(self.ack, json.dumps(ack, separators=(",", ":")), qos=1)
 
         code, data = command["command"], command["data"]
         if code == MOVE:

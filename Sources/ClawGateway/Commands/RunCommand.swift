@@ -25,7 +25,11 @@ struct RunCommand: AsyncParsableCommand {
         // A file size limit (RLIMIT_FSIZE) must fail the write, which storage
         // reports and recovers from, rather than kill the process.
         signal(SIGXFSZ, SIG_IGN)
-        let gateway = try await Gateway.build(config: config, logger: logger, exportsMetrics: true)
+        // Started by claw-gateway.socket: systemd holds the port across
+        // restarts and passes it (SPEC §13); otherwise http.listen is bound.
+        let listener = HTTPListener.activated(environment: ProcessInfo.processInfo.environment, pid: getpid())
+        if let listener { HTTPListener.forgetActivation(listener) }
+        let gateway = try await Gateway.build(config: config, logger: logger, exportsMetrics: true, listener: listener)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: gateway.services,

@@ -85,7 +85,7 @@ struct Schema {
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
         let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_token", "allowed_hosts", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout"]))
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
-        let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace"]))
+        let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace", "command_max_age"]))
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
         let machines = readMachines(top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix)
         let chain = top.section("chain", keys: ChainSettings.keys).flatMap { ChainSettings.read($0, brokerURL: brokerURL) }
@@ -243,6 +243,7 @@ struct Schema {
         game.commandEvents = section.bool("command_events", default: game.commandEvents)
         game.suspectAfter = section.int("suspect_after", default: game.suspectAfter, in: 0...1000)
         game.offlineGrace = section.duration("offline_grace", default: game.offlineGrace, zeroTurnsOff: true)
+        game.commandMaxAge = section.duration("command_max_age", default: game.commandMaxAge)
         return game
     }
 

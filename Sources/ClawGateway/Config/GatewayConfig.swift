@@ -120,6 +120,9 @@ struct GameSettings: Sendable, Equatable {
     var suspectAfter: Int = 3
     /// How long a game survives its PC going offline; zero ends it at once.
     var offlineGrace: Duration = .seconds(10)
+    /// A move, grab or camera switch older than this since the IM service
+    /// stamped it is dropped, never played late (SPEC §13).
+    var commandMaxAge: Duration = .seconds(2)
 }
 
 struct StorageSettings: Sendable {

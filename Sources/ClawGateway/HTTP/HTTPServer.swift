@@ -71,20 +71,20 @@ enum HTTPServer {
         return limits
     }
 
-    static func application(_ parts: Dependencies, logger: Logger) -> some ApplicationProtocol {
-        let ingress = parts.ingress
+    /// The server of a role: `router` behind the connection guards of
+    /// `http`, with the ingress's raw path when there is one, on `listener`
+    /// (the configured address unless systemd passed a socket).
+    static func service(
+        router: Router<GatewayRequestContext>, http: HTTPSettings, ingress: Ingress?, listener: HTTPListener? = nil, logger: Logger
+    ) -> HTTPService<RouterResponder<GatewayRequestContext>> {
         let decoderLimits = decoderLimits
-        let http = parts.config.http
         let connections = ConnectionLimit(maximum: http.maxConnections, perClient: http.maxConnectionsPerClient, logger: logger)
-        return Application(
-            router: router(parts),
-            server: HTTPServerBuilder { responder in
-                GatewayHTTP1Channel(
-                    responder: responder, ingress: ingress, idleTimeout: http.idleTimeout, readTimeout: http.readTimeout,
-                    connections: connections, decoderLimits: decoderLimits, serverName: serverName)
-            },
-            configuration: ApplicationConfiguration(
-                address: .hostname(parts.config.http.host, port: parts.config.http.port), serverName: serverName),
-            logger: logger)
+        return HTTPService(
+            responder: router.buildResponder(), listener: listener ?? .address(host: http.host, port: http.port), serverName: serverName, logger: logger
+        ) { responder in
+            GatewayHTTP1Channel(
+                responder: responder, ingress: ingress, idleTimeout: http.idleTimeout, readTimeout: http.readTimeout,
+                connections: connections, decoderLimits: decoderLimits, serverName: serverName)
+        }
     }
 }

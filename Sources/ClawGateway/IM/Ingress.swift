@@ -149,6 +149,8 @@ struct Ingress: Sendable {
         case .other:
             GatewayMetrics.notification(provider: "netease", result: "ignored")
         case .notification(let from, let to, let attach, let messageID):
+            // Checked by `read`: a copy gets here only with a valid CurTime.
+            let age = header("curtime").flatMap(ClockSkew.date(fromCurTime:)).map { GatewayMetrics.copyArrived(sent: $0, now: now()) }
             if let messageID, !recentMessages.insert(messageID) {
                 GatewayMetrics.notification(provider: "netease", result: "duplicate")
             } else if arcade.machine(to) == nil {
@@ -156,7 +158,7 @@ struct Ingress: Sendable {
                 GatewayMetrics.notification(provider: "netease", result: ErrorCode.unknownMachine.rawValue)
             } else {
                 let (outcome, ticket) = arcade.handleNow(
-                    PlayerNotification(from: from, to: to, attach: Array(attach.utf8), provider: "netease"))
+                    PlayerNotification(from: from, to: to, attach: Array(attach.utf8), provider: "netease", age: age))
                 guard let ticket else {
                     GatewayMetrics.notification(provider: "netease", result: outcome.metricLabel)
                     return .now(Self.copyAccepted)
@@ -231,13 +233,14 @@ struct Ingress: Sendable {
                         .conflict, code: "replayed",
                         "These signed bytes were already accepted; send each notification once, with its own timestamp and signature.")))
         }
+        let age = GatewayMetrics.copyArrived(sent: Date(timeIntervalSince1970: Double(seconds)), now: now)
         guard let envelope = GenericEnvelope.decode(body) else {
             GatewayMetrics.notification(provider: "generic", result: "malformed")
             return .now(
                 .error(.badRequest(#"The body must be a JSON object {"from":string,"to":string,"attach":string or object}."#)))
         }
         let (outcome, ticket) = arcade.handleNow(
-            PlayerNotification(from: envelope.from, to: envelope.to, attach: envelope.attach, provider: "generic"))
+            PlayerNotification(from: envelope.from, to: envelope.to, attach: envelope.attach, provider: "generic", age: age))
         guard let ticket else {
             GatewayMetrics.notification(provider: "generic", result: outcome.metricLabel)
             if outcome.isPassingRefusal { replays.forget(signature: signature) }

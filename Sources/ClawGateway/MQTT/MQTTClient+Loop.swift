@@ -17,6 +17,18 @@ extension MQTTClient {
 
     /// Connect, run the network loop until the connection ends, back off,
     /// again; until ``shutdown(timeout:)``.
+    /// CONNECT to `broker`; with a v5 session that outlives its connection,
+    /// its expiry interval goes with it.
+    private func connect(_ mosq: OpaquePointer, to broker: MQTTBrokerAddress) -> Int32 {
+        guard configuration.protocolVersion == .v5, !configuration.cleanSession, configuration.sessionExpiry > 0 else {
+            return mosquitto_connect(mosq, broker.host, Int32(broker.port), Int32(configuration.keepalive))
+        }
+        var properties: OpaquePointer?
+        defer { if properties != nil { mosquitto_property_free_all(&properties) } }
+        mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), configuration.sessionExpiry)
+        return mosquitto_connect_bind_v5(mosq, broker.host, Int32(broker.port), Int32(configuration.keepalive), nil, properties)
+    }
+
     func runLoop() {
         loopThread.store(pthread_self(), ordering: .relaxed)
         let mosq = handle.pointer
@@ -29,7 +41,7 @@ extension MQTTClient {
             core.withLock { $0.broker = broker }
             next = (next + 1) % brokers.count
             // Nobody else calls into the client while its connection is down.
-            var rc = mosquitto_connect(mosq, broker.host, Int32(broker.port), Int32(configuration.keepalive))
+            var rc = connect(mosq, to: broker)
             var dropped = false
             if rc == MOSQ_ERR_SUCCESS.rawValue {
                 let connectsBefore = connectCount

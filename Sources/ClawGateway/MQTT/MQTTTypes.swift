@@ -64,6 +64,10 @@ struct MQTTClientConfiguration: Sendable {
     /// False: the broker keeps the session (subscriptions, QoS 1 messages
     /// for it) while the client is away, under its client id.
     var cleanSession = true
+    /// MQTT v5 only, with `cleanSession` false: how long the broker keeps
+    /// the session after the client is gone (v5's default, 0, ends it with
+    /// the connection). MQTT 3.1.1 sessions last until the broker's own limit.
+    var sessionExpiry: UInt32 = 0
 
     /// Every broker, in the order they are tried.
     var brokers: [MQTTBrokerAddress] { [MQTTBrokerAddress(host: host, port: port)] + alternates }

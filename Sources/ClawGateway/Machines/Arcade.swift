@@ -13,6 +13,10 @@ struct PlayerNotification: Sendable {
     /// Which provider delivered it: with `from`, who the player is (SPEC §5);
     /// replies to the player go back the same way.
     var provider: String
+    /// How long ago the IM service stamped it (NetEase's `CurTime`, the
+    /// webhook's `X-Claw-Timestamp`), on the ingress's wall clock; nil when
+    /// it came without a stamp (the command line's `notify`).
+    var age: Duration? = nil
 }
 
 /// Every machine of the site, found by id or IM account: the way in for
@@ -83,7 +87,9 @@ final class Arcade: Sendable {
     /// What the gateway subscribes to: each machine's ack, result and state.
     var subscriptions: [(topic: String, qos: MQTTQoS)] {
         machines.flatMap { machine in
-            [(machine.topics.ack, MQTTQoS.atMostOnce), (machine.topics.result, .atLeastOnce), (machine.topics.state, .atLeastOnce)]
+            // QoS 1, on the gateway's persistent session: what a PC says
+            // while the gateway restarts waits for it at the broker (SPEC §13).
+            [(machine.topics.ack, MQTTQoS.atLeastOnce), (machine.topics.result, .atLeastOnce), (machine.topics.state, .atLeastOnce)]
         }
     }
 
@@ -133,6 +139,10 @@ final class Arcade: Sendable {
             guard let machine else {
                 throw WireError(.unknownMachine, "There is no machine \"\(notification.to)\" here.")
             }
+            if request.command.isControl, let age = notification.age, age > settings.commandMaxAge {
+                GatewayMetrics.commandsTooOld.increment()
+                throw Self.tooOld(age)
+            }
             try request.validate(cameras: machine.config.cameraIDs)
             return machine.handle(request, from: player)
         } catch {
@@ -141,6 +151,14 @@ final class Arcade: Sendable {
             }
             return (.rejected(error), nil)
         }
+    }
+
+    /// A move, grab or camera switch that took longer than
+    /// `game.command_max_age` to come: dropped, not played late (SPEC §13).
+    static func tooOld(_ age: Duration) -> WireError {
+        WireError(
+            .gatewayUnavailable,
+            "Your command reached the arcade \(String(format: "%.1f", age.seconds)) s after you sent it; it was dropped, not played late.")
     }
 
     /// One message from a machine's topics.

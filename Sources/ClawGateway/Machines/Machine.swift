@@ -70,9 +70,10 @@ final class Machine: Sendable {
     }
 
     /// Reads the machine's queue back from storage (see ``GameStore/restore(machine:)``)
-    /// and closes the turns that were open when the gateway stopped
-    /// (``MachineState/closeInterrupted(_:_:)``): their records are written
-    /// and their players told once the storage writer runs. The machine
+    /// and takes up the turn that was open when the gateway stopped
+    /// (``MachineState/takeUpInterrupted(_:_:)``); what cannot be taken up
+    /// is closed, its records written and its players told once the
+    /// storage writer runs. The machine
     /// counts as offline until its PC's `state` says otherwise.
     init(config: MachineConfig, index: Int, settings: GameSettings, topics: Topics, environment: MachineEnvironment)
         throws(StorageError)
@@ -103,14 +104,16 @@ final class Machine: Sendable {
                     // The machine's id in every session id: game records are
                     // keyed by session, and every machine counts from 1.
                     sessionPrefix: "\(environment.sessionPrefix)\(config.id)-")))
-        if !restored.openGames.isEmpty {
+        if let last = restored.openGames.last {
+            let closed = restored.openGames.dropLast(last.open == nil ? 0 : 1)
             logger.notice(
-                "Turns open at the last stop closed",
+                "Turns open at the last stop taken up",
                 metadata: [
-                    "games.expired": .string(restored.openGames.filter { $0.startedAt == nil }.map(\.id).joined(separator: ",")),
-                    "games.no_result": .string(restored.openGames.filter { $0.startedAt != nil }.map(\.id).joined(separator: ",")),
+                    "games.taken_up": .string(last.open == nil ? "" : last.id),
+                    "games.expired": .string(closed.filter { $0.startedAt == nil }.map(\.id).joined(separator: ",")),
+                    "games.no_result": .string(closed.filter { $0.startedAt != nil }.map(\.id).joined(separator: ",")),
                 ])
-            _ = transition { game, context in game.closeInterrupted(restored.openGames, context) }
+            _ = transition { game, context in game.takeUpInterrupted(restored.openGames, context) }
         }
     }
 
@@ -190,6 +193,13 @@ final class Machine: Sendable {
     /// its transitions decided before and whenever their writes become
     /// durable.
     func stop() {
+        // The open turn as it stands (the commands of its last phase too):
+        // what the next start takes up (SPEC §13). The writer commits it
+        // before it closes the file.
+        let now = environment.clock.moment()
+        if let open = guarded.withLock({ $0.stopped ? nil : $0.game.openRecord(at: now) }) {
+            _ = environment.writer.submit([.game(open)], machine: index)
+        }
         halted.store(true, ordering: .releasing)
         let waiters = guarded.withLock { guarded in
             guarded.stopped = true
@@ -250,7 +260,8 @@ final class Machine: Sendable {
 
     /// What storage must hold for this machine, for the writer's rewrite after a failure.
     func durableImage() -> DurableMachine {
-        guarded.withLock { $0.game.durableImage }
+        let now = environment.clock.moment()
+        return guarded.withLock { $0.game.durableImage(at: now) }
     }
 
     // MARK: Operators

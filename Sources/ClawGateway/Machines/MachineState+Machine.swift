@@ -49,6 +49,11 @@ extension MachineState {
             // Late (after its timeout), repeated, or not ours: nothing waits for it.
             return finish((), &fx)
         }
+        if pending.command == .addCoins, let session = pending.session, phase.turn?.session == session {
+            // The PC started the game: a restart from now on takes it up with its coin acked.
+            modifyTurn { $0.coinAcked = true }
+            writeOpenGame(&fx)
+        }
         let latency = context.now.uptime - pending.sentAt
         emit(.ack, &fx) {
             $0.set(pending.player)
@@ -95,6 +100,7 @@ extension MachineState {
             link = .online
             let resumed = fx.now.uptime + remaining
             modifyTurn { $0.deadline = resumed }
+            writeOpenGame(&fx)
             fx.snapshotChanged = true
             emit(.online, &fx)
             guard let turn = phase.turn else { return }
@@ -140,6 +146,7 @@ extension MachineState {
             guard settings.offlineGrace > .zero else { break }
             let until = fx.now.uptime + settings.offlineGrace
             link = .reconnecting(until: until, remaining: max(.zero, turn.deadline - fx.now.uptime))
+            writeOpenGame(&fx)
             emit(.reconnecting, &fx) {
                 $0.set(turn.player.address)
                 $0.session = turn.session
@@ -250,12 +257,15 @@ extension MachineState {
     /// - Returns: the session of the game that ended, if any.
     mutating func brokerReconnected(connection: Int, _ context: TransitionContext) -> Step<String?> {
         brokerConnection = max(brokerConnection, connection)
+        let announced = startEvents.map(MachineEffect.event)
+        startEvents = []
         guard let session = phase.turn?.session, let serial = acks.coin(for: session),
             let sentOn = acks[serial: serial]?.sentOn, sentOn < connection
         else {
-            return Step(outcome: nil, effects: republish(at: context.now), writes: [])
+            return Step(outcome: nil, effects: announced + republish(at: context.now), writes: [])
         }
         var fx = Effects(context)
+        fx.list = announced
         _ = acks.remove(serial)
         endGameOfLostCoin(session, reason: Self.coinConnectionLost, &fx)
         return finish(session, &fx)
@@ -306,43 +316,107 @@ extension MachineState {
 
     // MARK: Start
 
-    /// Closes the turns that were open when the gateway stopped, cleanly or
-    /// by a crash (SPEC §3): the gateway cannot know what became of them,
-    /// so each ends as if its timer had run out, with its record kept: an
-    /// offer `expired`, a game that had started `no_result` (its result can
-    /// no longer be matched to it). Their players are told like any player
-    /// whose turn ends without them, once the records are durable; the next
-    /// in the queue is offered when the machine is online.
-    mutating func closeInterrupted(_ games: [GameRow], _ context: TransitionContext) -> Step<Void> {
+    /// How long a game taken up at start waits for its PC's `online` when
+    /// `game.offline_grace` is 0: the retained `state` comes with the
+    /// subscription, within moments of the start.
+    static let startGrace: Duration = .seconds(5)
+
+    /// Takes up the turn that was open when the gateway stopped, cleanly or
+    /// by a crash (SPEC §13): an offer is sent again with the time left, a
+    /// game goes on from where it was once its PC says `online` (as after a
+    /// network drop, within `game.offline_grace`), a game waiting for its
+    /// result waits the rest of the result timer; a deadline that passed
+    /// while the gateway was away fires at once. A coin not acked yet waits
+    /// for its ack again (the broker kept what the PC said meanwhile); the
+    /// other commands' acks are not waited for.
+    ///
+    /// A turn open in a file written before games were taken up (no phase,
+    /// no deadline), and every open turn but the newest, cannot be: each
+    /// ends as if its timer had run out, with its record kept: an offer
+    /// `expired`, a started game `no_result`. Their players are told once
+    /// the records are durable.
+    mutating func takeUpInterrupted(_ games: [GameRow], _ context: TransitionContext) -> Step<Void> {
         var fx = Effects(context)
-        for game in games {
-            let offered = game.startedAt == nil
-            let outcome: GameOutcome = offered ? .expired : .noResult
-            var closed = game
-            closed.endedAt = context.now.wall
-            closed.outcome = outcome
-            fx.writes.append(.game(closed))
-            let player = PlayerAddress(accid: game.player, provider: game.provider)
-            emit(offered ? .expired : .noResult, &fx) {
-                $0.set(player)
-                $0.session = game.id
+        var closing = games
+        if let last = games.last, let open = last.open {
+            closing.removeLast()
+            takeUp(last, open, &fx)
+        }
+        for game in closing { closeInterrupted(game, &fx) }
+        return finish((), &fx)
+    }
+
+    private mutating func takeUp(_ game: GameRow, _ open: OpenGame, _ fx: inout Effects) {
+        let now = fx.now
+        // In whole milliseconds, as storage keeps times (it reads one back
+        // into the middle of its millisecond).
+        let left = Duration.milliseconds(max(0, Int64((open.deadline.timeIntervalSince(now.wall) * 1000).rounded(.down))))
+        let player = QueueEntry(accid: game.player, nick: game.nick, provider: game.provider)
+        var turn = Turn(player: player, session: game.id, deadline: now.uptime + left, offeredAt: game.offeredAt)
+        turn.startedAt = game.startedAt
+        turn.commands = game.commands
+        turn.coinSerial = open.coinSerial
+        turn.coinAcked = open.coinAcked
+        switch open.phase {
+        case .offered:
+            phase = .offered(turn)
+            // A passed offer expires at once and is told as such; one still
+            // running is offered again with the time it has left.
+            if left > .zero {
+                let seconds = Int(left.seconds.rounded(.up))
+                reply(
+                    player.address, WireMessage(.turnOffer, data: game.id, serial: takeSerial(), timeout: seconds), .high, &fx,
+                    expires: turn.deadline)
             }
-            emit(.gameEnded, &fx) {
-                $0.set(player)
-                $0.nick = game.nick
-                $0.session = game.id
-                $0.outcome = outcome
-                $0.commands = game.commands
-            }
-            if offered {
-                let passed = "Your turn on \(machine.name) passed: the gateway restarted before you accepted it. Join again to play."
-                notice(player, WireError(.offerExpired, passed), &fx)
-            } else {
-                let lost = "Your game on \(machine.name) was cut short by a restart of the gateway; it is recorded as no_result."
-                notice(player, WireError(.noResult, lost), &fx)
+        case .playing, .awaitingResult:
+            phase = open.phase == .playing ? .playing(turn) : .awaitingResult(turn)
+            // Its timer stays stopped until the PC's `online`, which comes
+            // retained with the subscription; a PC that never says it ends
+            // the game `machine_offline`, as after any drop.
+            let grace = settings.offlineGrace > .zero ? settings.offlineGrace : Self.startGrace
+            link = .reconnecting(until: now.uptime + grace, remaining: left)
+            if let coin = open.coinSerial, !open.coinAcked {
+                acks.insert(PendingAck(sentAt: now.uptime, command: .addCoins, session: game.id), serial: coin)
             }
         }
-        return finish((), &fx)
+        fx.snapshotChanged = true
+        emit(.restored, &fx) {
+            $0.set(player.address)
+            $0.nick = player.nick
+            $0.session = game.id
+            $0.data = open.phase.rawValue
+        }
+        // Decided before the broker connection: the first one publishes it.
+        if case .event(let event) = fx.list.last { startEvents.append(event) }
+    }
+
+    private mutating func closeInterrupted(_ game: GameRow, _ fx: inout Effects) {
+        let offered = game.startedAt == nil
+        let outcome: GameOutcome = offered ? .expired : .noResult
+        var closed = game
+        closed.endedAt = fx.now.wall
+        closed.outcome = outcome
+        closed.open = nil
+        fx.writes.append(.game(closed))
+        let player = PlayerAddress(accid: game.player, provider: game.provider)
+        emit(offered ? .expired : .noResult, &fx) {
+            $0.set(player)
+            $0.session = game.id
+        }
+        emit(.gameEnded, &fx) {
+            $0.set(player)
+            $0.nick = game.nick
+            $0.session = game.id
+            $0.outcome = outcome
+            $0.commands = game.commands
+        }
+        if offered {
+            let passed = "Your turn on \(machine.name) passed: the gateway restarted before you accepted it. Join again to play."
+            notice(player, WireError(.offerExpired, passed), &fx)
+        } else {
+            let lost = "Your game on \(machine.name) was cut short by a restart of the gateway; it is recorded as no_result."
+            notice(player, WireError(.noResult, lost), &fx)
+        }
     }
 
     // MARK: Operators

@@ -146,8 +146,9 @@ extension MachineState {
         guard case .offered(var turn) = phase else { return .ignored("the game has already started") }
         turn.startedAt = now.wall
         turn.deadline = now.uptime + settings.playTimeout
+        turn.coinSerial = serial
         phase = .playing(turn)
-        fx.writes.append(.game(record(turn, endedAt: nil, outcome: nil)))
+        writeOpenGame(&fx)
         fx.snapshotChanged = true
         emit(.accepted, &fx) {
             $0.set(player)
@@ -277,6 +278,7 @@ extension MachineState {
         turn.deadline = fx.now.uptime + settings.resultTimeout
         phase = .awaitingResult(turn)
         fx.snapshotChanged = true
+        writeOpenGame(&fx)
     }
 
     private func requireStorage(_ fx: Effects) throws(WireError) {

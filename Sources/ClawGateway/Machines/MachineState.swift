@@ -42,6 +42,10 @@ struct MachineState: Sendable {
         var commands = 0
         /// Player serials already forwarded: IM copies can come twice.
         var serials = SerialWindow()
+        /// The gateway serial of the game's coin (1001), once it went out.
+        var coinSerial: Int64?
+        /// The PC acked the coin: it started this game.
+        var coinAcked = false
     }
 
     /// Whose turn it is.
@@ -112,6 +116,9 @@ struct MachineState: Sendable {
     var brokerConnection = 0
     private let sessionPrefix: String
     private var sessionsMade = 0
+    /// Events of the start (a turn taken up) decided before the gateway
+    /// had a broker connection: published again on the first one.
+    var startEvents: [GameEvent] = []
 
     /// - Parameters:
     ///   - restored: the queue, pause flag and snapshot sequence read back from storage.
@@ -163,10 +170,32 @@ struct MachineState: Sendable {
     }
 
     /// What storage must hold for this machine, written whole after a failure.
-    var durableImage: DurableMachine {
-        DurableMachine(
-            machine: id, queue: waiting, snapshotSeq: snapshotSeq, paused: paused,
-            openGame: phase.turn.map { record($0, endedAt: nil, outcome: nil) })
+    func durableImage(at now: Moment) -> DurableMachine {
+        DurableMachine(machine: id, queue: waiting, snapshotSeq: snapshotSeq, paused: paused, openGame: openRecord(at: now))
+    }
+
+    /// The current turn's record while it is open, with what a restart
+    /// needs to take it up again (SPEC §13): its phase, its deadline as an
+    /// absolute time, its coin. While the PC reconnects the turn's timer is
+    /// stopped: the deadline written is what remained, from now.
+    func openRecord(at now: Moment) -> GameRow? {
+        let open: OpenGame.Phase
+        switch phase {
+        case .idle: return nil
+        case .offered: open = .offered
+        case .playing: open = .playing
+        case .awaitingResult: open = .awaitingResult
+        }
+        guard let turn = phase.turn else { return nil }
+        let deadline = if case .reconnecting(_, let remaining) = link { now.uptime + remaining } else { turn.deadline }
+        var row = record(turn, endedAt: nil, outcome: nil)
+        row.open = OpenGame(phase: open, deadline: now.wall(at: deadline), coinSerial: turn.coinSerial, coinAcked: turn.coinAcked)
+        return row
+    }
+
+    /// Writes the open turn's record as it stands (``openRecord(at:)``).
+    func writeOpenGame(_ fx: inout Effects) {
+        if let row = openRecord(at: fx.now) { fx.writes.append(.game(row)) }
     }
 
     // MARK: Building blocks of the transitions
@@ -238,7 +267,7 @@ struct MachineState: Sendable {
         let turn = Turn(player: entry, session: session, deadline: deadline, offeredAt: fx.now.wall)
         phase = .offered(turn)
         fx.writes.append(.dequeue(machine: id, player: entry.address))
-        fx.writes.append(.game(record(turn, endedAt: nil, outcome: nil)))
+        writeOpenGame(&fx)
         fx.snapshotChanged = true
         emit(.offered, &fx) {
             $0.set(entry.address)

@@ -1,3 +1,4 @@
+import Foundation
 import Prometheus
 import Protocol
 import Synchronization
@@ -69,6 +70,12 @@ enum GatewayMetrics {
         }
         static var storageWritable: MetricNameDescriptor {
             family("storage_writable", "", "1 when storage writes succeed.")
+        }
+        static var copyAge: MetricNameDescriptor {
+            family("copy_age", "seconds", "How old IM copies are when they reach the gateway, from the IM service's stamp (NetEase CurTime, X-Claw-Timestamp; 0 for one stamped ahead of this clock): a skewed clock shows here.")
+        }
+        static var commandsTooOld: MetricNameDescriptor {
+            family("commands_too_old", "total", "Moves, grabs and camera switches dropped because they came more than game.command_max_age after the IM service stamped them.")
         }
         static var buildInfo: MetricNameDescriptor {
             family("build_info", "", "The gateway's version, as a label; the value is always 1.")
@@ -214,13 +221,25 @@ enum GatewayMetrics {
     static let mqttConnects = Mirror(registry.makeCounter(descriptor: Family.mqttConnects))
     static let mqttOversized = Mirror(registry.makeCounter(descriptor: Family.mqttOversized))
     static let storageWritable = registry.makeGauge(descriptor: Family.storageWritable)
+    static let copyAge = registry.makeDurationHistogram(
+        descriptor: Family.copyAge,
+        buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300].map { .milliseconds(Int64($0 * 1000)) })
+    static let commandsTooOld = registry.makeCounter(descriptor: Family.commandsTooOld)
+
+    /// A copy's age on arrival, from its IM stamp: observed, and returned
+    /// (negative when the stamp is ahead of this clock).
+    static func copyArrived(sent: Date, now: Date) -> Duration {
+        let nanoseconds = Int64((now.timeIntervalSince(sent) * 1e9).rounded())
+        copyAge.recordNanoseconds(max(0, nanoseconds))
+        return .nanoseconds(nanoseconds)
+    }
 
     /// Makes every series that can be known before anything happens, so
     /// that the first scrape shows them at 0.
     static func prepare(version: String) {
         _ = notifications
         _ = replies
-        _ = (mqttConnected, mqttConnects, mqttOversized, storageWritable)
+        _ = (mqttConnected, mqttConnects, mqttOversized, storageWritable, copyAge, commandsTooOld)
         registry.makeGauge(descriptor: Family.buildInfo, labels: [("version", version)]).set(to: 1)
     }
 }

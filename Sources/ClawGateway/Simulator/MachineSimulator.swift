@@ -112,7 +112,7 @@ struct MachineSimulator: Service {
             "Simulated machine received",
             metadata: ["mqtt.topic": .string(message.topic), "mqtt.payload": .string(String(decoding: message.payload, as: UTF8.self))])
         after(behaviour.ackDelay) { [client, topics] in
-            _ = try? client.publish(topics.ack, payload: WireMessage(.ack, data: "ok", serial: serial).encoded(), qos: .atMostOnce)
+            _ = try? client.publish(topics.ack, payload: WireMessage(.ack, data: "ok", serial: serial).encoded(), qos: .atLeastOnce)
         }
         if command.code == .grab {
             let won = Double.random(in: 0..<1) < behaviour.winRate

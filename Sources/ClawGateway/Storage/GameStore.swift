@@ -213,6 +213,18 @@ final class GameStore: Sendable {
             let old = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM games)") ?? false
             try ShipEpoch(id: old ? "" : Signatures.nonce(bytes: 8), base: 0).write(db)
         }
+        // What an open game needs to be taken up again after a restart (SPEC
+        // §13). Games open in an older file have none: they are closed at
+        // start as before.
+        migrator.registerMigration("v7-open-games") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE games ADD COLUMN phase TEXT;
+                    ALTER TABLE games ADD COLUMN deadline_at TEXT;
+                    ALTER TABLE games ADD COLUMN coin_serial INTEGER;
+                    ALTER TABLE games ADD COLUMN coin_acked INTEGER NOT NULL DEFAULT 0;
+                    """)
+        }
         return migrator
     }
 
@@ -227,7 +239,7 @@ final class GameStore: Sendable {
                 let open = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT id, player, nick, provider, offered_at, started_at, commands
+                        SELECT id, player, nick, provider, offered_at, started_at, commands, phase, deadline_at, coin_serial, coin_acked
                         FROM games WHERE machine = ? AND ended_at IS NULL ORDER BY offered_at, rowid
                         """,
                     arguments: [machine]
@@ -236,7 +248,7 @@ final class GameStore: Sendable {
                         id: row["id"], machine: machine, player: row["player"], nick: row["nick"], provider: row["provider"],
                         offeredAt: Timestamp.date(row["offered_at"]) ?? Date(timeIntervalSince1970: 0),
                         startedAt: (row["started_at"] as String?).flatMap(Timestamp.date), endedAt: nil, outcome: nil,
-                        commands: row["commands"])
+                        commands: row["commands"], open: Self.openGame(row))
                 }
                 let queue = try Row.fetchAll(
                     db, sql: "SELECT accid, nick, provider FROM queue_entries WHERE machine = ? ORDER BY ord",
@@ -250,6 +262,14 @@ final class GameStore: Sendable {
         } catch {
             throw StorageError(path: path, operation: "restore \(machine)", underlying: error)
         }
+    }
+
+    /// The open game's phase, deadline and coin, when the row has them.
+    private static func openGame(_ row: Row) -> OpenGame? {
+        guard let phase = (row["phase"] as String?).flatMap(OpenGame.Phase.init(rawValue:)),
+            let deadline = (row["deadline_at"] as String?).flatMap(Timestamp.date)
+        else { return nil }
+        return OpenGame(phase: phase, deadline: deadline, coinSerial: row["coin_serial"], coinAcked: row["coin_acked"] ?? false)
     }
 
     /// Writes `changes` and every machine image in `images`, all in one
@@ -412,16 +432,19 @@ final class GameStore: Sendable {
     private static func upsert(_ game: GameRow, _ db: Database) throws {
         try db.execute(
             sql: """
-                INSERT INTO games (id, machine, player, nick, provider, offered_at, started_at, ended_at, outcome, commands)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO games (id, machine, player, nick, provider, offered_at, started_at, ended_at, outcome, commands,
+                    phase, deadline_at, coin_serial, coin_acked)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     started_at = excluded.started_at, ended_at = excluded.ended_at,
-                    outcome = excluded.outcome, commands = excluded.commands
+                    outcome = excluded.outcome, commands = excluded.commands, phase = excluded.phase,
+                    deadline_at = excluded.deadline_at, coin_serial = excluded.coin_serial, coin_acked = excluded.coin_acked
                 """,
             arguments: [
                 game.id, game.machine, game.player, game.nick, game.provider, Timestamp.string(game.offeredAt),
                 game.startedAt.map(Timestamp.string), game.endedAt.map(Timestamp.string), game.outcome?.rawValue,
-                game.commands,
+                game.commands, game.open?.phase.rawValue, game.open.map { Timestamp.string($0.deadline) }, game.open?.coinSerial,
+                game.open?.coinAcked ?? false,
             ])
         // An upsert touches exactly one row; anything else means the record was not written.
         guard db.changesCount == 1 else {
@@ -520,6 +543,28 @@ struct GameRow: Sendable, Equatable {
     var endedAt: Date?
     var outcome: GameOutcome?
     var commands: Int
+    /// For a game still open: what taking it up again after a restart
+    /// needs (SPEC §13). Nil once it has ended, and for a game open in a
+    /// file written before the gateway resumed games.
+    var open: OpenGame? = nil
+}
+
+/// What a game still open needs to be taken up again after a restart (SPEC
+/// §13): its phase, its deadline as an absolute time (one that passed while
+/// the gateway was away fires at once), and its coin.
+struct OpenGame: Sendable, Equatable {
+    enum Phase: String, Sendable {
+        case offered
+        case playing
+        case awaitingResult = "awaiting_result"
+    }
+
+    var phase: Phase
+    var deadline: Date
+    /// The gateway serial of the game's coin (1001); nil while it is offered.
+    var coinSerial: Int64?
+    /// Whether the PC acked the coin: until it has, the game's commands wait.
+    var coinAcked: Bool
 }
 
 /// What ``GameStore/restore(machine:)`` read back.

@@ -200,7 +200,7 @@ extension HeavySuites {
                 // Alice declines: bob is offered the turn and leaves the chatroom queue.
                 let session = try await site.offeredSession(to: "alice")
                 try await site.copy(from: "alice", #"{"command":13,"data":"\#(session)"}"#)
-                _ = try await site.offeredSession(to: "bob")
+                let session2 = try await site.offeredSession(to: "bob")
                 try await site.copy(from: "erin", #"{"command":6}"#)
                 try await eventually("dave and erin") { site.netease.queueKeys(3001) == ["dave", "erin"] }
                 #expect(try await inStep())
@@ -212,11 +212,15 @@ extension HeavySuites {
                 let lists = site.netease.calls("chatroom/queueList.action").count
                 try site.startGateway()
                 try await eventually("the restarted gateway's repair") {
-                    site.netease.calls("chatroom/queueList.action").count > lists && site.netease.queueKeys(3001) == ["erin"]
+                    site.netease.calls("chatroom/queueList.action").count > lists && site.netease.queueKeys(3001) == ["dave", "erin"]
                 }
-                // Bob's open turn was closed at the start, dave was offered it.
-                _ = try await site.offeredSession(to: "dave")
-                #expect(try await site.waiting() == ["erin"])
+                // Bob's open offer was taken up at the start (SPEC §13): offered again, dave and erin still wait.
+                try await eventually("bob offered his turn again") {
+                    site.netease.attachments(to: "bob").filter { $0.contains(#""command":11"#) }.count == 2
+                }
+                let bob = try await site.offeredSession(to: "bob")
+                #expect(bob == session2, "the same session")
+                #expect(try await site.waiting() == ["dave", "erin"])
             }
         }
 

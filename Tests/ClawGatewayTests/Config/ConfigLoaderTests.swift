@@ -41,6 +41,7 @@ struct ConfigLoaderTests {
         #expect(config.game.playTimeout == .seconds(30))
         #expect(config.game.resultTimeout == .seconds(20))
         #expect(config.game.offlineGrace == .seconds(10))
+        #expect(config.game.commandMaxAge == .seconds(2))
         #expect(config.gateway.statsInterval == .seconds(3))
         #expect(config.storage.path == "/tmp/data/gateway.sqlite")
         #expect(config.machines == [MachineConfig(id: "m1", name: "m1", imAccount: "m1", cameras: [], cameraTopic: nil)])
@@ -170,6 +171,7 @@ struct ConfigLoaderTests {
         Case(yaml: minimal + "\ngame: { result_timeout: 5d }", expected: "game.result_timeout: \"5d\" is not a duration"),
         Case(yaml: minimal + "\ngame: { ack_timeout: 0s }", expected: "game.ack_timeout: must be longer than zero"),
         Case(yaml: minimal + "\ngame: { offline_grace: -1s }", expected: "game.offline_grace: \"-1s\" is not a duration"),
+        Case(yaml: minimal + "\ngame: { command_max_age: soon }", expected: "game.command_max_age: \"soon\" is not a duration"),
         Case(yaml: "gateway: { id: a, stats_interval: 500ms }\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "gateway.stats_interval: must be at least 1s, or 0 to turn it off"),
         Case(yaml: "gateway: { id: a, stats_interval: often }\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "gateway.stats_interval: \"often\" is not a duration"),
         Case(yaml: minimal + "\nim: { netease: { app_key: k, app_secret: s, max_clock_skew: soon } }", expected: "im.netease.max_clock_skew: \"soon\" is not a duration"),

@@ -34,6 +34,38 @@ extension HeavySuites {
             }
         }
 
+        /// SPEC §13: a move stamped by the IM service longer than
+        /// `game.command_max_age` ago is dropped, never played late, and its
+        /// player told `gateway_unavailable` with its serial.
+        @Test func aMoveStampedLongerAgoThanCommandMaxAgeIsDroppedAndThePlayerTold() async throws {
+            try await E2ESite.with(game: "command_max_age: 2s") { site in
+                let pc = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/control"])
+                try await site.copy(from: "alice", #"{"command":6}"#)
+                let session = try await site.offeredSession(to: "alice")
+                try await site.copy(from: "alice", #"{"command":12,"data":"\#(session)"}"#)
+                try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":1001,"#) }
+
+                let late = try await site.copy(from: "alice", #"{"command":1,"data":"left","serial":1}"#, curTime: Date().addingTimeInterval(-5))
+                #expect(late.status == 200, "NetEase is answered: the copy was taken, and dropped")
+                func toldTooLate() -> Bool {
+                    let told: [WireMessage] = site.netease.attachments(to: "alice").compactMap { try? WireMessage.decode(Array($0.utf8)) }
+                    return told.contains { $0.code == .error && $0.data == "gateway_unavailable" && $0.serial == 1 }
+                }
+                try await eventually("alice to be told her move came too late") { toldTooLate() }
+                // A join is no command to the machine: its age does not matter.
+                #expect(try await site.copy(from: "bob", #"{"command":6}"#, curTime: Date().addingTimeInterval(-5)).status == 200)
+                try await eventually("bob to be queued") { site.netease.attachments(to: "bob").contains { $0.contains(#""command":8"#) } }
+
+                try await site.copy(from: "alice", #"{"command":1,"data":"right","serial":2}"#)
+                try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":1,"data":"right""#) }
+                #expect(!pc.payloads(on: "claw/m1/control").contains { $0.contains(#""data":"left""#) }, "the late move never reached the PC")
+                let metrics = try PrometheusText(try await HTTP.get("\(site.base)/metrics").body)
+                #expect(metrics.samples["claw_commands_too_old_total"] == 1)
+                #expect((metrics.samples[#"claw_copy_age_seconds_count"#] ?? 0) >= 5, "every copy's age is observed")
+                await pc.stop()
+            }
+        }
+
         /// SPEC §3: a turn that ends without its player's doing is told to
         /// them, through the same server API as every reply.
         @Test func playersAreToldWhenTheirTurnEndsWithoutThem() async throws {
@@ -174,6 +206,85 @@ extension HeavySuites {
             }
         }
 
+        /// SPEC §13: `kill -9` mid-game; the PC reports the result while the
+        /// gateway is down (QoS 1, kept by the broker for the gateway's
+        /// session). Back, the gateway records the game won, tells the
+        /// player, and offers the next turn.
+        @Test func aResultPublishedWhileTheGatewayWasKilledEndsTheGameWon() async throws {
+            try await E2ESite.with(simulate: false) { site in
+                let pc = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/control"])
+                try await site.waitReady()
+                try pc.client.publish("claw/m1/state", payload: Array("online".utf8), qos: .atLeastOnce, retain: true)
+                try await eventually("m1 online") { (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["online"] as? Bool == true }
+                try await site.copy(from: "alice", #"{"command":6}"#)
+                let session = try await site.offeredSession(to: "alice")
+                try await site.copy(from: "bob", #"{"command":6}"#)
+                try await site.copy(from: "alice", #"{"command":12,"data":"\#(session)"}"#)
+                try await pc.ackCoin(session: session)
+                try await site.copy(from: "alice", #"{"command":2,"serial":1}"#)
+                try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":2,"#) }
+
+                site.killGateway()
+                try pc.client.publish(
+                    "claw/m1/result", payload: WireMessage(.result, data: "true", session: session).encoded(), qos: .atLeastOnce)
+                try site.startGateway()
+                func outcome() async -> String? {
+                    let games = try? await HTTP.get("\(site.base)/v1/machines/m1/games")
+                    let rows = games?.json["games"] as? [[String: Any]] ?? []
+                    let game = rows.first { $0["id"] as? String == session }
+                    return game?["outcome"] as? String
+                }
+                try await eventually("alice's game to be recorded won") { await outcome() == "won" }
+                try await eventually("alice to be told she won") {
+                    site.netease.attachments(to: "alice").contains(#"{"command":4,"data":"true","session":"\#(session)"}"#)
+                }
+                _ = try await site.offeredSession(to: "bob")
+                #expect(!site.netease.attachments(to: "alice").contains { $0.contains("no_result") })
+                await pc.stop()
+            }
+        }
+
+        /// SPEC §13: SIGTERM mid-game (a package upgrade); started again, the
+        /// game goes on with the same session and the player's moves reach the PC.
+        @Test func aGameGoesOnWithTheSameSessionAcrossAStopAndStart() async throws {
+            try await E2ESite.with(simulate: false) { site in
+                let pc = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/control", "claw/m1/events"])
+                try await site.waitReady()
+                try pc.client.publish("claw/m1/state", payload: Array("online".utf8), qos: .atLeastOnce, retain: true)
+                try await eventually("m1 online") { (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["online"] as? Bool == true }
+                try await site.copy(from: "alice", #"{"command":6}"#)
+                let session = try await site.offeredSession(to: "alice")
+                try await site.copy(from: "alice", #"{"command":12,"data":"\#(session)"}"#)
+                try await pc.ackCoin(session: session)
+                try await site.copy(from: "alice", #"{"command":1,"data":"left","serial":1}"#)
+                try await pc.waitFor("claw/m1/control") { $0.contains(#""data":"left""#) }
+
+                await site.stopGateway()
+                try site.startGateway()
+                try await site.waitReady()
+                try await pc.waitFor("claw/m1/events") { $0.contains(#""type":"restored""#) && $0.contains(session) }  // on its first connection
+                let machine = try await HTTP.get("\(site.base)/v1/machines/m1")
+                #expect((machine.json["player"] as? [String: Any])?["session"] as? String == session)
+                try await eventually("the game to go on once the PC's online came back") {
+                    (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["state"] as? String == "playing"
+                }
+                try await site.copy(from: "alice", #"{"command":1,"data":"right","serial":2}"#)
+                try await pc.waitFor("claw/m1/control") { $0.contains(#""data":"right""#) && $0.contains(session) }
+                try await site.copy(from: "alice", #"{"command":2,"serial":3}"#)
+                try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":2,"#) && $0.contains(session) }
+                try pc.client.publish(
+                    "claw/m1/result", payload: WireMessage(.result, data: "false", session: session).encoded(), qos: .atLeastOnce)
+                func outcome() async -> String? {
+                    let games = try? await HTTP.get("\(site.base)/v1/machines/m1/games")
+                    let rows = games?.json["games"] as? [[String: Any]] ?? []
+                    let game = rows.first { $0["player"] as? String == "alice" }
+                    return game?["outcome"] as? String
+                }
+                try await eventually("the game to be recorded lost") { await outcome() == "lost" }
+                await pc.stop()
+            }
+        }
+
         @Test func aKilledGatewayRestoresQueuesAndFinishedGames() async throws {
             try await E2ESite.with { site in
                 try await site.copy(from: "alice", #"{"command":6}"#)
@@ -192,16 +303,19 @@ extension HeavySuites {
                 try site.startGateway()
                 try await site.waitReady()
                 let machine = try await HTTP.get("\(site.base)/v1/machines/m1")
-                let holder = (machine.json["player"] as? [String: Any])?["accid"] as? String
+                let holder = machine.json["player"] as? [String: Any]
                 let waiting = (machine.json["waiting"] as? [[String: Any]])?.compactMap { $0["accid"] as? String } ?? []
-                #expect([holder].compactMap { $0 } + waiting == ["carol"], "bob's offer, open when killed, is closed; carol is next")
+                #expect(holder?["accid"] as? String == "bob" && waiting == ["carol"], "bob's offer, open when killed, is taken up (SPEC §13)")
                 let games = try await HTTP.get("\(site.base)/v1/machines/m1/games")
                 #expect(games.body.contains(#""player":"alice""#) && games.body.contains(#""outcome":"won""#))
                 let bobs = (games.json["games"] as? [[String: Any]])?.first { $0["player"] as? String == "bob" }
-                #expect(bobs?["outcome"] as? String == "expired", "the record of the open offer is kept")
-                try await eventually("bob to be told his turn passed") {
-                    site.netease.attachments(to: "bob").contains { $0.contains(#""data":"offer_expired""#) }
+                #expect(bobs?["outcome"] == nil || bobs?["outcome"] is NSNull, "the offer is still open")
+                try await eventually("bob to be offered his turn again, same session") {
+                    site.netease.attachments(to: "bob").filter { $0.contains(#""command":11"#) }.count == 2
                 }
+                let session2 = try #require(holder?["session"] as? String)
+                #expect(site.netease.attachments(to: "bob").filter { $0.contains(#""command":11"#) }.allSatisfy { $0.contains(session2) })
+                #expect(!site.netease.attachments(to: "bob").contains { $0.contains(#""data":"offer_expired""#) })
             }
         }
     }

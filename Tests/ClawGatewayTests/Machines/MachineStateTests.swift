@@ -486,7 +486,8 @@ import Testing
         #expect(drop.events(.reconnecting).first?.session == session)
         #expect(drop.error(to: "alice") == "machine_offline")
         #expect(drop.replies(to: "alice").last?.message?.contains("kept for 10 s") == true)
-        #expect(drop.games.isEmpty, "the game is not over")
+        #expect(drop.games.allSatisfy { $0.endedAt == nil }, "the game is not over")
+        #expect(drop.games.last?.open?.deadline == game.now.wall.addingTimeInterval(18), "what a restart needs: the 18 s left")
         #expect(game.status == .offline)
         #expect(game.snapshot.player?.session == session, "the snapshot keeps the player through the gap")
         #expect(game.state.nextDeadline() == game.now.uptime + .seconds(10), "the grace's end, not the play timer")
@@ -647,12 +648,16 @@ import Testing
         var game = PureGame()
         try game.play("alice")
         game.join("bob")
-        let image = game.state.durableImage
+        let image = game.state.durableImage(at: game.now)
         #expect(image.queue.map(\.accid) == ["bob"])
         #expect(image.snapshotSeq == game.state.snapshotSeq)
         #expect(image.openGame?.id == "s1")
         #expect(image.openGame?.startedAt != nil)
         #expect(image.openGame?.outcome == nil)
+        // What a restart needs to take the game up (SPEC §13): its phase, its deadline on the wall clock, its coin.
+        let open = try #require(image.openGame?.open)
+        #expect(open.phase == .playing && open.coinSerial != nil && !open.coinAcked)
+        #expect(open.deadline == game.now.wall.addingTimeInterval(GameSettings().playTimeout.seconds))
     }
 
     @Test func aRestoredQueueIsOfferedWhenThePCComesOnline() {

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Protocol
 import Testing
 
@@ -187,7 +188,7 @@ import Testing
         let second = try GameHarness(directory: first.directory, sessions: "t-")
         #expect(second.snapshot.waiting.map { [$0.accid, $0.provider] } == [["alice", "generic"]], "the durable queue keeps the provider")
         await second.settle()
-        #expect(second.players.replies.items.map(\.reply.to) == [Self.netease], "no_result to the one who was playing")
+        #expect(second.snapshot.player.map { [$0.accid, $0.provider] } == ["alice", "netease"], "the game taken up is the NetEase alice's")
         await second.stop()
     }
 
@@ -245,67 +246,182 @@ import Testing
         await second.stop()
     }
 
-    /// SPEC §3: a turn open when the gateway stopped is closed at start, its
-    /// record kept, its player told; then the next in the queue is offered.
-    @Test func anOfferOpenAtAStopEndsExpiredItsPlayerIsToldAndTheNextIsOffered() async throws {
+    /// Starts a gateway again on `first`'s file, `after` its stop on the wall clock.
+    private func restart(_ first: GameHarness, after: Duration = .zero, settings: GameSettings = GameSettings()) throws -> GameHarness {
+        try GameHarness(
+            settings: settings, directory: first.directory, sessions: "t-", startingAt: first.wallNow.addingTimeInterval(after.seconds))
+    }
+
+    private func coin(_ game: GameHarness) throws -> Int64 {
+        try #require(game.commands.last { $0.code == .addCoins }?.serial)
+    }
+
+    /// SPEC §13: an offer open when the gateway stopped is offered again at
+    /// start, same session, with the time it has left; accepting it plays.
+    @Test func anOfferOpenAtAStopIsOfferedAgainWithTheTimeLeft() async throws {
         let first = try await GameHarness.online()
         #expect(await first.join("alice") == .offered(session: "s-m1-1"))
         await first.join("bob")
-        await first.join("carol")
+        await first.advance(by: .seconds(4))
         await first.stop()
 
-        let second = try GameHarness(directory: first.directory, sessions: "t-")
+        let second = try restart(first, after: .seconds(1))
         await second.settle()
-        #expect(second.lastError(of: "alice") == "offer_expired", "told, though the machine is not online yet")
-        #expect(second.players.replies.items.first { $0.player == "alice" }?.reply.to.provider == "test", "the way she came")
-        let record = try #require(try second.games().first { $0.id == "s-m1-1" }, "the record is kept")
-        #expect(record.outcome == .expired)
-        #expect(record.endedAt != nil && record.startedAt == nil)
-        #expect(second.events(.expired).map(\.session) == ["s-m1-1"])
-        #expect(second.events(.gameEnded).map(\.outcome) == [.expired])
-        #expect(second.snapshot.waiting.map(\.accid) == ["bob", "carol"])
+        let offer = try #require(second.players.to("alice").last { $0.code == .turnOffer })
+        #expect(offer.data == "s-m1-1" && offer.timeout == 5, "10 s, less 4 before the stop and 1 away")
+        #expect(second.events(.restored).map(\.data) == ["offered"])
+        #expect(second.snapshot.player?.session == "s-m1-1" && second.snapshot.waiting.map(\.accid) == ["bob"])
+        #expect(try second.games().first { $0.id == "s-m1-1" }?.endedAt == nil, "the record stays open")
         await second.presence(.online)
-        #expect(second.offer(to: "bob") == "t-m1-1")
-        #expect(second.snapshot.waiting.map(\.accid) == ["carol"])
-        #expect(second.offer(to: "alice") == nil, "alice is out of the queue")
+        #expect(await second.send("alice", #"{"command":12,"data":"s-m1-1"}"#) == .accepted(session: "s-m1-1"))
+        #expect(second.commands.last?.code == .addCoins)
         await second.stop()
-
-        // Closed once: the next start tells no one again.
-        let third = try GameHarness(directory: first.directory, sessions: "u-")
-        await third.settle()
-        #expect(!third.players.replies.items.contains { $0.player == "alice" })
-        #expect(try third.games().filter { $0.outcome == .expired }.map(\.id) == ["t-m1-1", "s-m1-1"], "one record each")
-        #expect(third.lastError(of: "bob") == "offer_expired", "bob's offer was open at this stop")
-        await third.stop()
     }
 
-    @Test func aGameStartedAtAStopEndsNoResultAndItsPlayerIsTold() async throws {
+    @Test func anOfferWhoseDeadlinePassedWhileAwayExpiresAtOnceAndTheNextIsOffered() async throws {
         let first = try await GameHarness.online()
-        try await first.play("alice")
+        #expect(await first.join("alice") == .offered(session: "s-m1-1"))
         await first.join("bob")
         await first.stop()
 
-        let second = try GameHarness(directory: first.directory, sessions: "t-")
+        let second = try restart(first, after: .seconds(11))
         await second.settle()
-        #expect(second.lastError(of: "alice") == "no_result")
-        let record = try #require(try second.games().first { $0.id == "s-m1-1" })
-        #expect(record.outcome == .noResult)
-        #expect(record.startedAt != nil && record.endedAt != nil)
-        #expect(second.events(.noResult).map(\.session) == ["s-m1-1"])
-        // The PC's result for that game, late: stale, told to no one.
+        await second.advance(by: .zero)
+        #expect(second.lastError(of: "alice") == "offer_expired", "told, though the machine is not online yet")
+        #expect(second.offer(to: "alice") == nil, "not offered again")
+        #expect(try second.games().first { $0.id == "s-m1-1" }?.outcome == .expired)
         await second.presence(.online)
         #expect(second.offer(to: "bob") == "t-m1-1")
+        await second.stop()
+    }
+
+    /// SPEC §13: a game playing when the gateway stopped goes on once its
+    /// PC says `online`, with the time it had left, and its result is the
+    /// game's.
+    @Test func aGamePlayingAtAStopGoesOnWithTheTimeItHadLeft() async throws {
+        let first = try await GameHarness.online()
+        try await first.play("alice")
+        await first.ack(try coin(first))
+        await first.send("alice", #"{"command":1,"data":"up","serial":1}"#)
+        await first.join("bob")
+        await first.advance(by: .seconds(10))
+        await first.stop()
+
+        let second = try restart(first, after: .seconds(5))
+        await second.settle()
+        #expect(second.events(.restored).map(\.data) == ["playing"])
+        #expect(second.snapshot.player?.session == "s-m1-1")
+        #expect(!second.players.to("alice").contains { $0.code == .error }, "nothing ends, nobody is told anything bad")
+        await second.presence(.online)
+        #expect(second.events(.reconnected).map(\.session) == ["s-m1-1"])
+        #expect(await second.send("alice", #"{"command":1,"data":"left","serial":2}"#).rejectedCode == nil)
+        #expect(second.commands.last?.code == .move, "its moves go out: the coin was acked before the stop")
+        await second.advance(by: .seconds(15) - .milliseconds(1))
+        #expect(second.snapshot.state == .playing, "30 s, less 10 played and 5 away")
+        await second.advance(by: .milliseconds(1))
+        #expect(second.events(.autoGrab).map(\.session) == ["s-m1-1"])
         await second.result(true, session: "s-m1-1")
-        #expect(second.events(.staleResult).map(\.session) == ["s-m1-1"])
-        #expect(!second.players.to("alice").contains { $0.code == .result })
+        let record = try #require(try second.games().first { $0.id == "s-m1-1" })
+        #expect(record.outcome == .won && record.commands == 3, "the move before the stop, the one after, the grab")
+        #expect(second.players.to("alice").contains { $0.code == .result && $0.data == "true" })
+        #expect(second.offer(to: "bob") == "t-m1-1")
+        await second.stop()
+    }
+
+    /// SPEC §13: the result the PC published while the gateway was away
+    /// comes from the broker's session when it is back: the game is won.
+    @Test func aResultThatCameWhileAwayEndsTheGameTakenUp() async throws {
+        let first = try await GameHarness.online()
+        try await first.play("alice")
+        await first.ack(try coin(first))
+        await first.send("alice", #"{"command":2,"serial":1}"#)
+        await first.join("bob")
+        await first.stop()
+
+        let second = try restart(first, after: .seconds(3))
+        await second.settle()
+        #expect(second.events(.restored).map(\.data) == ["awaiting_result"])
+        await second.result(true, session: "s-m1-1")
+        #expect(try second.games().first { $0.id == "s-m1-1" }?.outcome == .won)
+        #expect(second.players.to("alice").contains { $0.code == .result })
+        await second.presence(.online)
+        #expect(second.offer(to: "bob") == "t-m1-1")
+        await second.stop()
+    }
+
+    @Test func aResultTimerThatRanOutWhileAwayEndsNoResultOnceThePCIsBack() async throws {
+        let first = try await GameHarness.online()
+        try await first.play("alice")
+        await first.ack(try coin(first))
+        await first.send("alice", #"{"command":2,"serial":1}"#)
+        await first.stop()
+
+        let second = try restart(first, after: .seconds(30))
+        await second.presence(.online)
+        await second.advance(by: .zero)
+        #expect(try second.games().first { $0.id == "s-m1-1" }?.outcome == .noResult)
+        #expect(second.lastError(of: "alice") == "no_result")
+        await second.stop()
+    }
+
+    /// A coin not acked at the stop waits for its ack again: the broker's
+    /// session brings it, and the game's moves go out after it.
+    @Test func aCoinUnackedAtAStopIsWaitedForAgain() async throws {
+        let first = try await GameHarness.online()
+        try await first.play("alice")
+        let serial = try coin(first)
+        await first.stop()
+
+        let second = try restart(first)
+        await second.presence(.online)
+        #expect(await second.send("alice", #"{"command":1,"data":"up","serial":1}"#).rejectedCode == nil)
+        #expect(!second.commands.contains { $0.code == .move }, "the move waits for the coin's ack")
+        await second.ack(serial)
+        #expect(second.commands.contains { $0.code == .move })
+        #expect(second.snapshot.state == .playing)
+        await second.stop()
+
+        let third = try restart(second)
+        await third.presence(.online)
+        await third.advance(by: third.settings.ackTimeout)
+        #expect(third.snapshot.state == .playing, "acked before this stop: not waited for again")
+        await third.stop()
+    }
+
+    @Test func aCoinNeverAckedEndsTheGameTakenUpAfterAckTimeout() async throws {
+        let first = try await GameHarness.online()
+        try await first.play("alice")
+        await first.stop()
+
+        let second = try restart(first)
+        await second.presence(.online)
+        await second.advance(by: second.settings.ackTimeout)
+        #expect(try second.games().first { $0.id == "s-m1-1" }?.outcome == .machineOffline)
+        #expect(second.events(.gameEnded).last?.reason == "coin_not_acked")
+        await second.stop()
+    }
+
+    /// A PC that does not come back after the restart: the game ends
+    /// `machine_offline` once the grace has run out, as after any drop.
+    @Test func aGameTakenUpWhosePCNeverSaysOnlineEndsMachineOffline() async throws {
+        let first = try await GameHarness.online()
+        try await first.play("alice")
+        await first.ack(try coin(first))
+        await first.stop()
+
+        let second = try restart(first)
+        await second.advance(by: second.settings.offlineGrace)
+        #expect(try second.games().first { $0.id == "s-m1-1" }?.outcome == .machineOffline)
+        #expect(second.lastError(of: "alice") == "machine_offline")
         await second.stop()
     }
 
     /// A crash: the file as the gateway left it while running, copied
     /// aside (the database and its WAL: what a `kill -9` leaves behind).
-    @Test func aTurnOpenAtACrashIsClosedTheSameWay() async throws {
+    @Test func aTurnOpenAtACrashIsTakenUpTheSameWay() async throws {
         let first = try await GameHarness.online()
         try await first.play("alice")
+        await first.ack(try coin(first))
         await first.join("bob")
         let crashed = try TemporaryDirectory.make(prefix: "crashed")
         let from = GameHarness.databasePath(in: first.directory)
@@ -314,14 +430,39 @@ import Testing
             try FileManager.default.copyItem(atPath: from + suffix, toPath: to + suffix)
         }
 
-        let second = try GameHarness(directory: crashed, sessions: "t-")
-        await second.settle()
-        #expect(second.lastError(of: "alice") == "no_result")
-        #expect(try second.games().first { $0.id == "s-m1-1" }?.outcome == .noResult)
+        let second = try GameHarness(directory: crashed, sessions: "t-", startingAt: first.wallNow)
         await second.presence(.online)
+        #expect(second.events(.restored).map(\.session) == ["s-m1-1"])
+        await second.result(false, session: "s-m1-1")
+        #expect(try second.games().first { $0.id == "s-m1-1" }?.outcome == .lost)
         #expect(second.offer(to: "bob") == "t-m1-1")
         await second.stop()
         await first.stop()
+    }
+
+    /// A file of a gateway from before games were taken up: its open turns
+    /// have no phase or deadline and are closed at start, as they were then.
+    @Test func aTurnOpenInAnOlderFileIsClosedAndItsPlayerTold() async throws {
+        let first = try await GameHarness.online()
+        try await first.play("alice")
+        await first.join("bob")
+        await first.stop()
+        let file = try DatabaseQueue(path: GameHarness.databasePath(in: first.directory))
+        try await file.write { db in
+            try db.execute(sql: "UPDATE games SET phase = NULL, deadline_at = NULL, coin_serial = NULL")
+        }
+        try file.close()
+
+        let second = try restart(first)
+        await second.settle()
+        #expect(second.lastError(of: "alice") == "no_result")
+        #expect(try second.games().first { $0.id == "s-m1-1" }?.outcome == .noResult)
+        #expect(second.events(.restored).isEmpty)
+        await second.presence(.online)
+        #expect(second.offer(to: "bob") == "t-m1-1")
+        await second.result(true, session: "s-m1-1")
+        #expect(second.events(.staleResult).map(\.session) == ["s-m1-1"], "its late result is told to no one")
+        await second.stop()
     }
 
     @Test func pauseSurvivesARestart() async throws {

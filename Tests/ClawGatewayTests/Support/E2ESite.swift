@@ -91,6 +91,13 @@ final class E2ESite {
         gateway = nil
     }
 
+    /// SIGTERM, as systemd stops the service, and the exit waited for.
+    func stopGateway() async {
+        gateway?.signal(SIGTERM)
+        _ = await gateway?.wait(timeout: 10)
+        gateway = nil
+    }
+
     func stop() async {
         for process in [simulator, gateway].compactMap({ $0 }) {
             process.signal(SIGTERM)

@@ -108,16 +108,19 @@ final class GameHarness: Sendable {
     ///   harness restarting on another's directory needs its own.
     /// - Parameter startWriter: false leaves every write pending until
     ///   ``writer`` is started by hand, to see what waits for durability.
+    /// - Parameter startingAt: the wall time the clock starts at: a harness
+    ///   restarting on another's directory starts when that one stopped,
+    ///   or later.
     init(
         settings: GameSettings = GameSettings(), directory: URL? = nil, sessions prefix: String = "s-", startWriter: Bool = true,
-        players: RecordingPlayers = RecordingPlayers()
+        players: RecordingPlayers = RecordingPlayers(), startingAt start: Date = GameHarness.epoch
     ) throws {
         self.directory = try directory ?? TemporaryDirectory.make(prefix: "game")
         self.players = players
         self.settings = settings
         let store = try GameStore(path: Self.databasePath(in: self.directory))
         writer = StorageWriter(store: store, logger: Logger(label: "test"))
-        gameClock = .following(clock, from: Self.epoch)
+        gameClock = .following(clock, from: start)
         let environment = MachineEnvironment(
             clock: gameClock, publisher: publisher, players: players, writer: writer,
             deadlines: Deadlines(), limits: PlayerLimits(perSecond: settings.maxCommandsPerSecond), logger: Logger(label: "test"),
@@ -174,8 +177,11 @@ final class GameHarness: Sendable {
     /// answers it (once what it changed is durable); returns once what it
     /// caused is carried out.
     @discardableResult
-    func send(_ player: String, _ json: String, to machine: String = "m1", provider: String = "test") async -> RequestOutcome {
-        let outcome = await arcade.answer(PlayerNotification(from: player, to: machine, attach: Array(json.utf8), provider: provider))
+    func send(
+        _ player: String, _ json: String, to machine: String = "m1", provider: String = "test", age: Duration? = nil
+    ) async -> RequestOutcome {
+        let outcome = await arcade.answer(
+            PlayerNotification(from: player, to: machine, attach: Array(json.utf8), provider: provider, age: age))
         await settle()
         return outcome
     }
@@ -216,6 +222,9 @@ final class GameHarness: Sendable {
         arcade.republish(connection: publisher.connection)
         await settle()
     }
+
+    /// The wall time now, on this harness's clock.
+    var wallNow: Date { gameClock.wallNow() }
 
     func advance(by duration: Duration) async {
         await clock.advance(by: duration)

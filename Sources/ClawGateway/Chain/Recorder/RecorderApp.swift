@@ -42,9 +42,9 @@ struct RecorderApp {
         return router
     }
 
-    /// The HTTP server, as the router's (``ChainServiceHTTP``).
-    static func application(config: RecorderConfig, routes: RecorderRoutes, logger: Logger) -> some ApplicationProtocol {
-        ChainServiceHTTP.application(http: config.recorder.http, router: Self.routes(config: config, routes: routes), logger: logger)
+    /// The HTTP server, as the router's: the gateway's guards, no ingress.
+    static func application(config: RecorderConfig, routes: RecorderRoutes, logger: Logger) -> HTTPService<RouterResponder<GatewayRequestContext>> {
+        HTTPServer.service(router: Self.routes(config: config, routes: routes), http: config.recorder.http, ingress: nil, logger: logger)
     }
 }
 

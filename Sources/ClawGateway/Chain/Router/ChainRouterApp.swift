@@ -29,7 +29,7 @@ struct ChainRouterApp {
             bus: config.bus, receiptTimeout: config.router.receiptTimeout, maxCommandsPerSecond: config.router.maxCommandsPerSecond,
             players: replies.channel, clock: clock, logger: logger)
         let routes = RouterRoutes(router: router, im: config.im, logger: logger, now: clock.wallNow)
-        let http = ChainServiceHTTP.application(http: config.router.http, router: Self.routes(config: config, routes: routes), logger: logger)
+        let http = HTTPServer.service(router: Self.routes(config: config, routes: routes), http: config.router.http, ingress: nil, logger: logger)
         let services: [any Service] = replies.services + [RouterService(router: router, clock: clock, logger: logger), http]
         return ChainRouterApp(config: config, router: router, services: services)
     }
