@@ -80,6 +80,14 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     private var readHeld = false
     /// The client shut its sending side; the event is passed on once every request read is answered.
     private var inputClosed = false
+    /// Something came on this connection: a request, or the start of one.
+    private var received = false
+
+    /// How long a connection that has sent nothing yet is kept open for its
+    /// first request when the server stops: it was accepted (or waited in
+    /// the socket's queue) to send one, which is on its way (SPEC §13: no
+    /// copy refused during a restart).
+    static let firstRequestGrace: Duration = .seconds(1)
 
     init(
         ingress: Ingress, clock: RequestReadClock, idleTimeout: Duration, serverName: String,
@@ -125,6 +133,7 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         var bytes = unwrapInboundIn(data)
+        received = true
         idle.disarm()
         if pending == nil || pending!.readableBytes == 0 {
             pending = bytes
@@ -152,7 +161,15 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if !passing, event is ChannelShouldQuiesceEvent {
             closeWhenIdle = true
-            if !answering, (pending?.readableBytes ?? 0) == 0 { context.close(promise: nil) }
+            guard !answering, (pending?.readableBytes ?? 0) == 0 else { return }
+            if received {
+                context.close(promise: nil)
+                return
+            }
+            // A new connection: its first request is answered, if it comes in time.
+            context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(Self.firstRequestGrace)) { [self] in
+                if !received { context.close(promise: nil) }
+            }
             return
         }
         if !passing, let event = event as? ChannelEvent, event == .inputClosed {

@@ -10,8 +10,12 @@ final class ChildProcess {
     private(set) var exitStatus: Int32?
 
     /// Starts `executable` with `arguments`; stdout and stderr go to `output`
-    /// (appended), or nowhere.
-    init(_ executable: String, _ arguments: [String], output: URL? = nil, environment: [String: String]? = nil) throws {
+    /// (appended), or nowhere. `socket` is passed as descriptor 3, as
+    /// systemd passes a socket it holds (`sd_listen_fds(3)`).
+    init(
+        _ executable: String, _ arguments: [String], output: URL? = nil, environment: [String: String]? = nil,
+        passing socket: CInt? = nil
+    ) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -19,6 +23,7 @@ final class ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 1, target, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let socket { posix_spawn_file_actions_adddup2(&actions, socket, 3) }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         let env = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]

@@ -91,6 +91,18 @@ final class E2ESite {
         gateway = nil
     }
 
+    /// Starts the gateway as systemd starts it through `claw-gateway.socket`:
+    /// `socket` (held by the test, as systemd holds it) is descriptor 3, and
+    /// LISTEN_FDS and LISTEN_PID (set by a shell that then becomes the
+    /// gateway, so that the pid is the gateway's) say so.
+    func startGateway(passing socket: CInt) throws {
+        var environment = ProcessInfo.processInfo.environment
+        environment["LISTEN_FDS"] = "1"
+        gateway = try ChildProcess(
+            "/bin/sh", ["-c", #"LISTEN_PID=$$; export LISTEN_PID; exec "$0" "$@""#, try GatewayBinary.url().path, "run", "--config", site.config.path],
+            output: site.log, environment: environment, passing: socket)
+    }
+
     /// SIGTERM, as systemd stops the service, and the exit waited for.
     func stopGateway() async {
         gateway?.signal(SIGTERM)
