@@ -28,23 +28,55 @@ extension HeavySuites {
             return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
         }
 
-        /// One signed NetEase copy on a connection of its own: the status
-        /// line's code, or nil when the connection was refused or closed
-        /// without an answer.
-        private static func copy(port: Int, from player: String, _ attach: String) -> Int? {
+        /// What became of one copy.
+        enum Outcome: Sendable, Equatable {
+            /// The connection was refused: what socket activation prevents.
+            case refused
+            /// Connected, then closed without an answer.
+            case closed
+            case answered(Int)
+        }
+
+        /// One copy: when its connection was made, when it ended, and how.
+        struct Attempt: Sendable {
+            var connected: ContinuousClock.Instant
+            var ended: ContinuousClock.Instant
+            var outcome: Outcome
+        }
+
+        /// One signed NetEase copy on a connection of its own, as the IM
+        /// service sends it (HTTP/1.1, keep-alive; the test drops the
+        /// connection after the answer).
+        private static func copy(port: Int, from player: String, _ attach: String) -> Attempt {
             let body = NetEaseCopyBody.encode(from: player, to: "claw_m1", attach: attach)
             let headers = E2ESite.signedCopyHeaders(body).map { "\($0.0): \($0.1)\r\n" }.joined()
-            guard let connection = try? RawSocket(port: port) else { return nil }
+            let connected = ContinuousClock.now
+            guard let connection = try? RawSocket(port: port) else { return Attempt(connected: connected, ended: .now, outcome: .refused) }
             connection.send(
-                "POST /im/netease HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                "POST /im/netease HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                     + "Content-Length: \(body.count)\r\n\(headers)\r\n")
             connection.send(body)
             let answer = connection.read(until: "\r\n\r\n", timeout: .seconds(30))
-            guard answer.hasPrefix("HTTP/1.1 "), let code = Int(answer.dropFirst(9).prefix(3)) else { return nil }
-            return code
+            guard answer.hasPrefix("HTTP/1.1 "), let code = Int(answer.dropFirst(9).prefix(3)) else {
+                return Attempt(connected: connected, ended: .now, outcome: .closed)
+            }
+            return Attempt(connected: connected, ended: .now, outcome: .answered(code))
         }
 
-        @Test func copiesSentWhileTheGatewayRestartsOnItsSocketAreAllAnswered() async throws {
+        /// Whether a copy went out after `stopped`, or the last one ended before it (the next one then goes out after it).
+        private static func sentWhileDown(_ list: [Attempt], after stopped: ContinuousClock.Instant) -> Bool {
+            list.contains { $0.connected > stopped } || (list.last.map { $0.ended < stopped } ?? false)
+        }
+
+        private static func sent(_ list: [Attempt], after instant: ContinuousClock.Instant) -> Int {
+            list.filter { $0.connected > instant }.count
+        }
+
+        private static func describe(_ list: [Attempt]) -> String {
+            list.map { "\($0.outcome)" }.joined(separator: ", ")
+        }
+
+        @Test func copiesSentWhileTheGatewayRestartsOnItsSocketAreNeverRefusedAndWaitForTheNextStart() async throws {
             try await E2ESite.with { site in
                 try await site.waitReady()
                 site.killGateway()
@@ -60,31 +92,38 @@ extension HeavySuites {
 
                 // Copies one after the other, each on a connection of its own, while
                 // the gateway is stopped (SIGTERM) and started again on the same socket.
-                let answers = Recorder<Int?>()
-                let sent = Recorder<Int>()
+                let attempts = Recorder<Attempt>()
                 let sending = Task.detached {
                     var serial = 0
                     while !Task.isCancelled {
                         serial += 1
-                        let player = "p\(serial % 5)"
                         let attach = serial % 2 == 0 ? #"{"command":6}"# : #"{"command":7}"#
-                        sent.append(serial)
-                        answers.append(Self.copy(port: port, from: player, attach))
+                        attempts.append(Self.copy(port: port, from: "p\(serial % 5)", attach))
                     }
                 }
-                try await eventually("copies answered before the restart") { answers.items.count >= 20 }
+                try await eventually("copies answered before the restart") { attempts.items.count >= 20 }
                 await site.stopGateway()
-                // No gateway runs: the copy on its way waits in the socket's queue, unanswered.
-                try await eventually("a copy waiting while no gateway runs") { sent.items.count > answers.items.count }
-                let waiting = sent.items.count
-                let whileDown = answers.items.count
+                let stopped = ContinuousClock.now
+                // No gateway runs: the copy on its way waits in the socket's queue.
+                try await eventually("a copy sent while no gateway runs") { Self.sentWhileDown(attempts.items, after: stopped) }
+                let started = ContinuousClock.now
                 try site.startGateway(passing: socket)
-                try await eventually("copies answered after the restart", timeout: .seconds(30)) { answers.items.count >= whileDown + 20 }
+                try await eventually("copies answered after the restart", timeout: .seconds(30)) { Self.sent(attempts.items, after: started) >= 20 }
                 sending.cancel()
                 _ = await sending.value
-                let all = answers.items
-                #expect(all.allSatisfy { $0 == 200 }, "every copy answered 200; not: \(all.enumerated().filter { $0.element != 200 }.map { "#\($0.offset + 1) \($0.element.map(String.init) ?? "none")" }), the one waiting #\(waiting)")
-                #expect(all.count >= waiting && all[waiting - 1] == 200, "the copy that waited while no gateway ran was answered once one did")
+                let all = attempts.items
+                let refused = all.filter { $0.outcome == .refused }
+                #expect(refused.isEmpty, "no copy refused: \(Self.describe(refused))")
+                let whileDown = all.filter { $0.connected > stopped && $0.connected < started }
+                let whileDownAnswered = whileDown.allSatisfy { $0.outcome == .answered(200) }
+                #expect(whileDownAnswered, "copies sent while no gateway ran: \(Self.describe(whileDown))")
+                let waited = all.filter { $0.connected < started && $0.ended > started && $0.outcome == .answered(200) }
+                #expect(!waited.isEmpty, "a copy sent before the start waited in the socket's queue and was answered after it")
+                // The one copy the stopping gateway may have taken and not read is closed, not
+                // refused: the IM service sends it again (docs/OPERATIONS.md, "Graceful shutdown").
+                let lost = all.filter { $0.outcome != .answered(200) }
+                let lostBeforeTheStop = lost.allSatisfy { $0.outcome == .closed && $0.connected < stopped }
+                #expect(lost.count <= 1 && lostBeforeTheStop, "\(Self.describe(lost))")
             }
         }
     }

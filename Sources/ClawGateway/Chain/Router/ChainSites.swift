@@ -322,6 +322,14 @@ final class ChainSites: Sendable {
     /// silence says nothing of the sites.
     static let stallAfter: Duration = .seconds(2)
 
+    /// Now, on the router's clock.
+    var clockNow: Duration { clock.now() }
+
+    /// When the router's tick last ran, on the router's clock.
+    var lastAwake: Duration? {
+        state.withLock { $0.awakeAt }
+    }
+
     /// The router's tick ran: it is running. After a stall it listens again
     /// from now, as after a reconnection, so that a site whose heartbeats
     /// wait unread in its socket is not found unreachable for the router's
