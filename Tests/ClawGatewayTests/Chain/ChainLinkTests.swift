@@ -67,8 +67,7 @@ extension ChainSuites {
             // Readable through any node, by a router that was not there when it was published.
             for url in cluster.mqttURLs {
                 let router = try await ChainTestClient([url], user: "router")
-                #expect(try await router.subscribe(["claw/+/gateway/directory"]).refused.isEmpty)
-                let message = try await router.waitFor("claw/arcade-1/gateway/directory")
+                let message = try await router.retained("claw/arcade-1/gateway/directory", filter: "claw/+/gateway/directory")
                 #expect(message?.retain == true)
                 let directory = try message.map { try JSONDecoder().decode(ChainDirectory.self, from: Data($0.payload)) }
                 #expect(directory?.site == "arcade-1")
@@ -210,9 +209,9 @@ extension ChainSuites {
             // At QoS 0, as the router subscribes: a QoS 1 subscription is a JetStream
             // consumer, whose SUBACK can stall for 20 s while the cluster elects a new
             // JetStream leader after the kill (docs/ROUTER.md).
-            let subscribed = try await router.subscribe(["claw/+/gateway/directory", "claw/+/gateway/heartbeat"], qos: .atMostOnce)
-            #expect(subscribed.refused.isEmpty)
-            let directory = try await router.waitFor("claw/arcade-1/gateway/directory")
+            let directory = try await router.retained(
+                "claw/arcade-1/gateway/directory", filter: "claw/+/gateway/directory", qos: .atMostOnce)
+            #expect(try await router.subscribe(["claw/+/gateway/heartbeat"], qos: .atMostOnce).refused.isEmpty)
             #expect(directory?.retain == true)
             try await router.waitFor("claw/arcade-1/gateway/heartbeat")
             await router.stop()

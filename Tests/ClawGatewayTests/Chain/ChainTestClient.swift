@@ -82,6 +82,30 @@ final class ChainTestClient: Sendable {
         return found
     }
 
+    /// Subscribes to `filter` until a retained message on `topic` comes,
+    /// asking again every few seconds as the router does: a NATS node takes
+    /// a retained message into its own store a moment after the cluster has
+    /// it, and a subscription in between gets nothing retained.
+    func retained(
+        _ topic: String, filter: String, qos: MQTTQoS = .atLeastOnce, timeout: Duration = .seconds(30),
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> MQTTMessage? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let before = messages.count
+            #expect(try await subscribe([filter], qos: qos, sourceLocation: sourceLocation).refused.isEmpty, sourceLocation: sourceLocation)
+            let asked = ContinuousClock.now
+            while ContinuousClock.now - asked < .seconds(3) {
+                if let found = messages.dropFirst(before).first(where: { $0.topic == topic && $0.retain }) { return found }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            if ContinuousClock.now >= deadline {
+                Issue.record("no retained message on \(topic) in \(timeout) (\(messages.count - before) others)", sourceLocation: sourceLocation)
+                return nil
+            }
+        }
+    }
+
     /// Publishes, retrying while the client is between nodes.
     func publish(_ topic: String, _ payload: String, retain: Bool = false, qos: MQTTQoS = .atLeastOnce) async throws {
         var published = false
