@@ -16,6 +16,8 @@ struct Gateway {
     let store: GameStore
     let writer: StorageWriter
     let arcade: Arcade
+    /// Applies `gateway.yaml` again on SIGHUP (SPEC §13).
+    let reloader: ConfigReloader
     let services: [any Service]
 
     /// The largest message a PC may send the gateway: acks, results and
@@ -30,9 +32,11 @@ struct Gateway {
     ///   - exportsMetrics: serve `/metrics` (the process-wide
     ///     ``GatewayMetrics/registry``); false leaves the route out.
     ///   - listener: where HTTP connections come from; nil binds `http.listen`.
+    ///   - file: the file `config` was read from, read again on SIGHUP; nil
+    ///     listens for no SIGHUP (tests reload through ``reloader``).
     static func build(
         config: GatewayConfig, logger: Logger, clock: GameClock = .system, players: (any PlayerChannel)? = nil,
-        exportsMetrics: Bool = false, listener: HTTPListener? = nil
+        exportsMetrics: Bool = false, listener: HTTPListener? = nil, file: String? = nil
     ) async throws -> Gateway {
         if exportsMetrics { GatewayMetrics.prepare(version: ClawGatewayCommand.version) }
         let topics = config.topics
@@ -94,12 +98,14 @@ struct Gateway {
                 config: config, arcade: arcade, ingress: ingress, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
                 uptime: { clock.now() }, now: clock.wallNow, chainProblem: { chainLink?.status.problem }, appServer: appServer))
         let http = HTTPServer.service(router: routes, http: config.http, ingress: ingress, listener: listener, logger: logger)
+        let reloader = ConfigReloader(
+            file: file, running: config, arcade: arcade, mqtt: mqtt, feed: feed, chainLink: chainLink, clock: clock, logger: logger)
         // The reply queues stop after MQTT, so results that arrive while MQTT
         // winds down still reach their players.
         var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger)] + replies.services
         // The feed stops first: its streams would keep HTTP from stopping.
-        services += [mqttService] + (chainLink.map { [ChainLinkService(link: $0, clock: clock, logger: logger)] } ?? [])
+        services += [mqttService, reloader] + (chainLink.map { [ChainLinkService(link: $0, clock: clock, logger: logger)] } ?? [])
         services += (appServer?.services ?? []) + [stats, http, feed]
-        return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, services: services)
+        return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, reloader: reloader, services: services)
     }
 }

@@ -24,6 +24,9 @@ public struct Topics: Sendable, Equatable {
     /// The gateway's ``GatewayStatsReport``, every `gateway.stats_interval`.
     public var gatewayStats: String { "\(prefix)/\(Self.reservedMachineID)/stats" }
 
+    /// The gateway's own events (``ConfigReloaded``), like a machine's `events`.
+    public var gatewayEvents: String { "\(prefix)/\(Self.reservedMachineID)/events" }
+
     /// The machine and kind of a topic under this prefix, or nil.
     public func parse(_ topic: String) -> (machine: String, kind: MachineTopic)? {
         let parts = topic.split(separator: "/", omittingEmptySubsequences: false)

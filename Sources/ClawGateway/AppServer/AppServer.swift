@@ -12,13 +12,9 @@ final class AppServer: Sendable {
     let tourists: Tourists
     let onlineCounts: OnlineCounts
     let mirror: ChatroomMirror
-    let machines: [MachineConfig]
 
-    init(
-        settings: AppServerSettings, machines: [MachineConfig], tourists: Tourists, onlineCounts: OnlineCounts, mirror: ChatroomMirror
-    ) {
+    init(settings: AppServerSettings, tourists: Tourists, onlineCounts: OnlineCounts, mirror: ChatroomMirror) {
         self.settings = settings
-        self.machines = machines
         self.tourists = tourists
         self.onlineCounts = onlineCounts
         self.mirror = mirror
@@ -29,7 +25,7 @@ final class AppServer: Sendable {
         guard let settings = config.appServer, let netease = config.im.netease else { return nil }
         let api = NetEaseServerAPI(settings: netease, client: client, timeout: netease.replyTimeout)
         return AppServer(
-            settings: settings, machines: config.machines,
+            settings: settings,
             tourists: Tourists(
                 store: store, accounts: api, ttl: settings.touristTTL, sessions: settings.sessions, clock: clock, logger: logger),
             onlineCounts: OnlineCounts(rooms: config.machines.compactMap(\.chatroomID), api: api, clock: clock, logger: logger),
@@ -41,15 +37,14 @@ final class AppServer: Sendable {
 
     /// Starts the mirror from the machines' state once the arcade exists.
     func attach(_ arcade: Arcade) {
-        let machines = arcade.machines
-        mirror.start { machines[$0].currentSnapshot() }
+        mirror.start { arcade.machine(at: $0)?.currentSnapshot() }
     }
 
-    /// The `room/list` page, `snapshot` being each machine's state now.
-    func rooms(limit: Int, offset: Int, snapshot: (Int) -> QueueSnapshot) -> RoomList {
-        let all = machines.enumerated().filter { $0.element.chatroomID != nil }
-        let page = all.dropFirst(offset).prefix(limit).map { index, machine in
-            RoomInfo(machine, snapshot(index), onlineUserCount: onlineCounts.count(room: machine.chatroomID ?? 0))
+    /// The `room/list` page: the arcade's machines that have a chatroom, as they are now.
+    func rooms(limit: Int, offset: Int, machines: [Machine]) -> RoomList {
+        let all = machines.map { ($0, $0.config) }.filter { $0.1.chatroomID != nil }
+        let page = all.dropFirst(offset).prefix(limit).map { machine, config in
+            RoomInfo(config, machine.currentSnapshot(), onlineUserCount: onlineCounts.count(room: config.chatroomID ?? 0))
         }
         return RoomList(total: all.count, list: Array(page))
     }

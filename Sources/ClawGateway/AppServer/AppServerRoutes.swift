@@ -48,8 +48,7 @@ struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
             let offset = Self.integer(form["offset"], default: 0, in: 0...1_000_000)
         else { return Self.failure(400, "limit must be a whole number from 0 to 1000 and offset one from 0 up.") }
         if let refusal = await tourist(sid: sid, client: client).refusal { return refusal }
-        let machines = arcade.machines
-        return Self.ok(appServer.rooms(limit: limit, offset: offset) { machines[$0].currentSnapshot() })
+        return Self.ok(appServer.rooms(limit: limit, offset: offset, machines: arcade.machines))
     }
 
     /// The live tourist of `sid`, or the answer that refuses it (401, or 429

@@ -49,7 +49,7 @@ final class ChatroomMirror: Service, MachineObserver, Sendable {
         /// Something arrived while the worker was busy.
         var woken = false
         /// Each machine's snapshot now, to start from (set by the wiring once the arcade exists).
-        var current: (@Sendable (Int) -> QueueSnapshot)?
+        var current: (@Sendable (Int) -> QueueSnapshot?)?
     }
 
     /// What the worker knows of one room.
@@ -89,7 +89,7 @@ final class ChatroomMirror: Service, MachineObserver, Sendable {
     }
 
     /// Where each machine's snapshot is read at start.
-    func start(from current: @escaping @Sendable (_ machine: Int) -> QueueSnapshot) {
+    func start(from current: @escaping @Sendable (_ machine: Int) -> QueueSnapshot?) {
         state.withLock { $0.current = current }
     }
 
@@ -117,7 +117,9 @@ final class ChatroomMirror: Service, MachineObserver, Sendable {
     private func mirror() async throws {
         var mirrored = [Mirrored](repeating: Mirrored(), count: rooms.count)
         if let current = state.withLock({ $0.current }) {
-            for (index, room) in rooms.enumerated() { Self.take(current(room.machine), into: &mirrored[index]) }
+            for (index, room) in rooms.enumerated() {
+                if let snapshot = current(room.machine) { Self.take(snapshot, into: &mirrored[index]) }
+            }
         }
         var backoff = Self.minimumBackoff
         while !Task.isCancelled {

@@ -19,8 +19,8 @@ struct RunCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "claw-gateway")
         logger[metadataKey: "gateway.id"] = .string(config.gateway.id)
-        // There is no reload: a stray SIGHUP (a closed terminal, a mistaken
-        // `systemctl reload`) must not take the gateway down.
+        // SIGHUP reloads gateway.yaml (SPEC §13, ConfigReloader); one that
+        // comes before the reloader listens must not take the gateway down.
         signal(SIGHUP, SIG_IGN)
         // A file size limit (RLIMIT_FSIZE) must fail the write, which storage
         // reports and recovers from, rather than kill the process.
@@ -29,7 +29,8 @@ struct RunCommand: AsyncParsableCommand {
         // restarts and passes it (SPEC §13); otherwise http.listen is bound.
         let listener = HTTPListener.activated(environment: ProcessInfo.processInfo.environment, pid: getpid())
         if let listener { HTTPListener.forgetActivation(listener) }
-        let gateway = try await Gateway.build(config: config, logger: logger, exportsMetrics: true, listener: listener)
+        let gateway = try await Gateway.build(
+            config: config, logger: logger, exportsMetrics: true, listener: listener, file: options.config)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: gateway.services,

@@ -1,6 +1,6 @@
 /// `chain:` of `gateway.yaml`: this site is one arcade of a chain and keeps a
 /// link of its own to the chain's cluster (SPEC §9).
-struct ChainSettings: Sendable {
+struct ChainSettings: Sendable, Equatable {
     /// Unique in the chain; the topics under `<prefix>/<site>/` are its own.
     var site: String
     /// Every node of the cluster, tried in turn.

@@ -21,14 +21,14 @@ struct GatewayConfig: Sendable {
     var topics: Topics { Topics(prefix: mqtt.topicPrefix) }
 }
 
-struct GatewaySettings: Sendable {
+struct GatewaySettings: Sendable, Equatable {
     var id: String
     var logLevel: Logger.Level
     /// How often `claw/<m>/stats` and `claw/gateway/stats` go out; zero: never.
     var statsInterval: Duration = .seconds(3)
 }
 
-struct MQTTSettings: Sendable {
+struct MQTTSettings: Sendable, Equatable {
     var url: BrokerURL
     var clientID: String
     var username: String?
@@ -55,7 +55,7 @@ struct TLSSettings: Sendable, Equatable {
     var keyFile: String?
 }
 
-struct HTTPSettings: Sendable {
+struct HTTPSettings: Sendable, Equatable {
     var host: String
     var port: Int
     /// Enables the admin routes; compared in constant time.
@@ -78,12 +78,12 @@ struct HTTPSettings: Sendable {
     var idleTimeout: Duration = .seconds(60)
 }
 
-struct IMSettings: Sendable {
+struct IMSettings: Sendable, Equatable {
     var netease: NetEaseSettings?
     var generic: GenericSettings?
 }
 
-struct NetEaseSettings: Sendable {
+struct NetEaseSettings: Sendable, Equatable {
     var appKey: String
     var appSecret: String
     var apiBase: String
@@ -93,7 +93,7 @@ struct NetEaseSettings: Sendable {
     var replyConcurrency: Int
 }
 
-struct GenericSettings: Sendable {
+struct GenericSettings: Sendable, Equatable {
     var secret: String
     /// Where replies to players are POSTed; nil logs them instead (local demo).
     var outboundURL: String?
@@ -125,7 +125,7 @@ struct GameSettings: Sendable, Equatable {
     var commandMaxAge: Duration = .seconds(2)
 }
 
-struct StorageSettings: Sendable {
+struct StorageSettings: Sendable, Equatable {
     /// Absolute path of the SQLite file.
     var path: String
 }

@@ -136,7 +136,9 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
         case stopped
     }
 
-    private let slots: [Slot]
+    /// By machine index; a machine a reload adds gets its slot when it first
+    /// says something, one that leaves loses it.
+    private let slots: Mutex<[Slot?]>
     private let gateway = Slot()
     private let clients = Mutex(Clients())
     private let clientCount = Atomic<Int>(0)
@@ -148,13 +150,40 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
 
     /// - Parameter status: read every tick; a change goes out as a `gateway` message.
     init(machines: Int, clock: GameClock, logger: Logger, status: @escaping @Sendable () -> GatewayStatus) {
-        slots = (0..<machines).map { _ in Slot() }
+        slots = Mutex((0..<machines).map { _ in Slot() })
         self.clock = clock
         self.logger = logger
         self.status = status
     }
 
     private var hasClients: Bool { clientCount.load(ordering: .relaxed) > 0 }
+
+    private func slot(_ machine: Int) -> Slot {
+        slots.withLock { slots in
+            if machine >= slots.count { slots += Array(repeating: nil, count: machine + 1 - slots.count) }
+            if let slot = slots[machine] { return slot }
+            let slot = Slot()
+            slots[machine] = slot
+            return slot
+        }
+    }
+
+    private var allSlots: [Slot] { slots.withLock { $0.compactMap { $0 } } }
+
+    /// A machine a reload took out left: nothing of it is sent any more.
+    func gone(_ machine: Int) {
+        slots.withLock { slots in
+            if machine < slots.count { slots[machine] = nil }
+        }
+    }
+
+    /// A reload added or removed machines: every stream ends, and the pages
+    /// reading them connect again and get the arcade as it is now (a new
+    /// `hello` with the machines).
+    func arcadeChanged() {
+        let all = clients.withLock { Array($0.byID.values) }
+        for client in all { disconnect(client) }
+    }
 
     // MARK: Messages in
 
@@ -170,7 +199,7 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
 
     func snapshot(_ machine: Int, _ payload: [UInt8]) {
         guard hasClients else { return }
-        slots[machine].pending.withLock { pending in
+        slot(machine).pending.withLock { pending in
             pending.snapshot = payload
             pending.latestSnapshot = payload
         }
@@ -178,7 +207,7 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
 
     func event(_ machine: Int, _ payload: [UInt8]) {
         guard hasClients else { return }
-        slots[machine].pending.withLock { pending in
+        slot(machine).pending.withLock { pending in
             if pending.events.count < Self.maxEventsPerTick {
                 pending.events.append(payload)
             } else {
@@ -189,7 +218,7 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
 
     /// A machine's stats, as published; kept for clients that connect later.
     func stats(_ machine: Int, _ payload: [UInt8]) {
-        slots[machine].pending.withLock { pending in
+        slot(machine).pending.withLock { pending in
             pending.latestStats = payload
             if hasClients { pending.stats = payload }
         }
@@ -254,14 +283,14 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
 
     /// What a new client is sent first: `hello`, then every machine's
     /// snapshot and latest stats, and the gateway's latest stats.
-    func welcome(hello: [UInt8], snapshots: [[UInt8]]) -> [UInt8] {
+    func welcome(hello: [UInt8], snapshots: [(machine: Int, payload: [UInt8])]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(4096)
         Self.frame("hello", hello, into: &out)
         Self.frame("gateway", Self.encode(status()), into: &out)
-        for (index, snapshot) in snapshots.enumerated() {
+        for (index, snapshot) in snapshots {
             Self.frame("snapshot", snapshot, into: &out)
-            if let stats = slots[index].pending.withLock({ $0.latestStats }) { Self.frame("stats", stats, into: &out) }
+            if let stats = slot(index).pending.withLock({ $0.latestStats }) { Self.frame("stats", stats, into: &out) }
         }
         if let stats = gateway.pending.withLock({ $0.latestStats }) { Self.frame("gateway_stats", stats, into: &out) }
         return out
@@ -275,7 +304,7 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
         var out: [UInt8] = []
         Self.frame("gap", Self.gap(missed), into: &out)
         Self.frame("gateway", Self.encode(status()), into: &out)
-        for slot in slots {
+        for slot in allSlots {
             let (snapshot, stats) = slot.pending.withLock { ($0.latestSnapshot, $0.latestStats) }
             if let snapshot { Self.frame("snapshot", snapshot, into: &out) }
             if let stats { Self.frame("stats", stats, into: &out) }
@@ -313,7 +342,7 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
     func flush() -> Bool {
         guard hasClients else {
             // Nobody reads: forget what piled up meanwhile (latest stats stay).
-            for slot in slots + [gateway] {
+            for slot in allSlots + [gateway] {
                 slot.pending.withLock { pending in
                     pending.snapshot = nil
                     pending.latestSnapshot = nil
@@ -332,7 +361,7 @@ final class ArcadeFeed: Service, MachineObserver, Sendable {
         }
         if changed { Self.frame("gateway", Self.encode(current), into: &out) }
         var events = 0
-        for slot in slots {
+        for slot in allSlots {
             let pending = slot.pending.withLock { pending in
                 defer {
                     pending.snapshot = nil

@@ -61,7 +61,7 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
         }
         // A reset or vanished reader gives its slot back now, not at the next write that fails.
         closed.whenComplete { [feed] _ in feed.disconnect(client) }
-        let welcome = feed.welcome(hello: hello(), snapshots: arcade.machines.map { $0.currentSnapshot().encoded() })
+        let welcome = feed.welcome(hello: hello(), snapshots: arcade.machines.map { ($0.index, $0.currentSnapshot().encoded()) })
         let feed = feed
         return Response(
             status: .ok,

@@ -282,6 +282,28 @@ final class MQTTClient: Sendable {
         wake.signal()
     }
 
+    /// Unsubscribes now if connected, and leaves `topics` out of every
+    /// reconnect's subscriptions.
+    func unsubscribe(_ topics: [String]) {
+        let gone = Set(topics)
+        core.locked {
+            let connected = core.withLock { core in
+                core.subscriptions.removeAll { gone.contains($0.topic) }
+                return core.connection != .down
+            }
+            guard connected, !topics.isEmpty else { return }
+            let strings = topics.map { strdup($0) }
+            defer { strings.forEach { free($0) } }
+            let rc = strings.withUnsafeBufferPointer { pointers in
+                mosquitto_unsubscribe_multiple(handle.pointer, nil, Int32(pointers.count), pointers.baseAddress, nil)
+            }
+            if let error = MQTTError.check(rc, "unsubscribe from \(topics.first ?? "")…") {
+                logger.warning("MQTT unsubscribe failed", metadata: error.shape.metadata())
+            }
+        }
+        wake.signal()
+    }
+
     /// Starts connecting in the background; returns at once.
     func start() {
         let starting = core.withLock { core -> Bool in

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Protocol
+import Synchronization
 
 /// A player's notification as an IM provider delivered it.
 struct PlayerNotification: Sendable {
@@ -21,45 +22,170 @@ struct PlayerNotification: Sendable {
 
 /// Every machine of the site, found by id or IM account: the way in for
 /// players' notifications and for the machines' MQTT messages.
+///
+/// The machines are a table a reload replaces whole (``reload(_:)``, SPEC
+/// §13): a machine keeps its index (its place for the storage writer and the
+/// deadlines) for as long as it is in the arcade, and a new one gets the
+/// next. A machine taken out of the config stays until its last game is
+/// over, then leaves by itself (``departures``).
 final class Arcade: Sendable {
-    /// In config order; a machine's index is its place here.
-    let machines: [Machine]
     let topics: Topics
-    let settings: GameSettings
     let writer: StorageWriter
     let deadlines: Deadlines
     let limits: PlayerLimits
+    /// Machines that left after a reload, once their last game was over:
+    /// the gateway unsubscribes their topics and drops them from the chain's
+    /// directory.
+    let departures: AsyncStream<Machine>
     private let clock: GameClock
-    private let byID: [String: Machine]
-    private let byAccount: [String: Machine]
-    /// Every topic the gateway subscribes to, and whose it is.
-    private let byTopic: [String: (Machine, MachineTopic)]
+    private let environment: MachineEnvironment
+    private let table: Mutex<Table>
 
+    /// The machines as one reload left them; replaced, never changed.
+    private final class Table: Sendable {
+        let settings: GameSettings
+        /// In config order, then those finishing their last game.
+        let machines: [Machine]
+        let bySlot: [Int: Machine]
+        let byID: [String: Machine]
+        let byAccount: [String: Machine]
+        /// Every topic the gateway subscribes to, and whose it is.
+        let byTopic: [String: (Machine, MachineTopic)]
+        let nextIndex: Int
 
-    /// How long a request that changed the queue waits for its write before
-    /// it is answered `gateway_unavailable`.
-    static let durabilityWait: Duration = .seconds(2)
+        init(settings: GameSettings, machines: [Machine], nextIndex: Int) {
+            self.settings = settings
+            self.machines = machines
+            self.nextIndex = nextIndex
+            bySlot = Dictionary(uniqueKeysWithValues: machines.map { ($0.index, $0) })
+            byID = Dictionary(uniqueKeysWithValues: machines.map { ($0.id, $0) })
+            // The first listed keeps an account: a machine of the new config before one finishing its last game.
+            byAccount = Dictionary(machines.map { ($0.config.imAccount, $0) }, uniquingKeysWith: { first, _ in first })
+            byTopic = Dictionary(
+                uniqueKeysWithValues: machines.flatMap { machine in
+                    [(machine.topics.ack, (machine, MachineTopic.ack)), (machine.topics.result, (machine, .result)), (machine.topics.state, (machine, .state))]
+                })
+        }
+    }
+
+    /// Hears machines leave: takes them out of the table, then tells ``departures``.
+    private final class Departures: MachineObserver {
+        private let arcade = Mutex<Weak>(Weak())
+        let continuation: AsyncStream<Machine>.Continuation
+
+        struct Weak: @unchecked Sendable {
+            weak var arcade: Arcade?
+        }
+
+        init(_ continuation: AsyncStream<Machine>.Continuation) {
+            self.continuation = continuation
+        }
+
+        func attach(_ arcade: Arcade) {
+            self.arcade.withLock { $0.arcade = arcade }
+        }
+
+        func snapshot(_ index: Int, _ snapshot: QueueSnapshot, payload: [UInt8]) {}
+        func event(_ index: Int, _ event: GameEvent, payload: [UInt8]) {}
+        func gone(_ index: Int) {
+            guard let machine = arcade.withLock({ $0.arcade })?.remove(index) else { return }
+            continuation.yield(machine)
+        }
+    }
 
     init(config: GatewayConfig, environment: MachineEnvironment) throws(StorageError) {
         topics = config.topics
-        settings = config.game
         writer = environment.writer
         deadlines = environment.deadlines
         limits = environment.limits
         clock = environment.clock
+        let (departures, continuation) = AsyncStream.makeStream(of: Machine.self)
+        self.departures = departures
+        let observer = Departures(continuation)
+        var environment = environment
+        environment.observers.append(observer)
+        self.environment = environment
         var machines: [Machine] = []
         for (index, machine) in config.machines.enumerated() {
             machines.append(
                 try Machine(config: machine, index: index, settings: config.game, topics: config.topics, environment: environment))
         }
-        self.machines = machines
-        byID = Dictionary(uniqueKeysWithValues: machines.map { ($0.id, $0) })
-        byAccount = Dictionary(uniqueKeysWithValues: machines.map { ($0.config.imAccount, $0) })
-        byTopic = Dictionary(
-            uniqueKeysWithValues: machines.flatMap { machine in
-                [(machine.topics.ack, (machine, MachineTopic.ack)), (machine.topics.result, (machine, .result)), (machine.topics.state, (machine, .state))]
-            })
+        table = Mutex(Table(settings: config.game, machines: machines, nextIndex: machines.count))
+        observer.attach(self)
     }
+
+    /// In config order, then those a reload took out that are finishing their last game.
+    var machines: [Machine] { table.withLock { $0.machines } }
+    var settings: GameSettings { table.withLock { $0.settings } }
+
+    /// The machine at `index`, while it is in the arcade.
+    func machine(at index: Int) -> Machine? {
+        table.withLock { $0.bySlot[index] }
+    }
+
+    /// What a reload did to the machines.
+    struct Change: Sendable, Equatable {
+        var added: [String] = []
+        var removed: [String] = []
+        /// Machines whose config changed, or all of them when the game's settings did.
+        var changed: [String] = []
+        /// Machines a reload put back while they still finish the game of
+        /// their removal: kept out until they are gone; reload again then.
+        var stillLeaving: [String] = []
+
+        var isEmpty: Bool { added.isEmpty && removed.isEmpty && changed.isEmpty && stillLeaving.isEmpty }
+    }
+
+    /// Takes the machines and the game's settings of a new config (SPEC
+    /// §13): a new machine starts, a removed one finishes its game and then
+    /// leaves, a changed one takes its config at once and the settings from
+    /// its next turn. No game ends because of it.
+    func reload(_ config: GatewayConfig) throws(StorageError) -> Change {
+        let old = table.withLock { $0 }
+        var change = Change()
+        var kept: [Machine] = []
+        var reconfigured: [(Machine, MachineConfig)] = []
+        var next = old.nextIndex
+        let wanted = Set(config.machines.map(\.id))
+        for machineConfig in config.machines {
+            if let machine = old.byID[machineConfig.id] {
+                if machine.isRetiring {
+                    change.stillLeaving.append(machine.id)
+                    continue
+                }
+                kept.append(machine)
+                if machine.config != machineConfig || old.settings != config.game {
+                    reconfigured.append((machine, machineConfig))
+                    change.changed.append(machine.id)
+                }
+            } else {
+                kept.append(
+                    try Machine(config: machineConfig, index: next, settings: config.game, topics: topics, environment: environment))
+                next += 1
+                change.added.append(machineConfig.id)
+            }
+        }
+        let leaving = old.machines.filter { !wanted.contains($0.id) || $0.isRetiring }
+        change.removed = leaving.filter { !$0.isRetiring }.map(\.id)
+        let table = Table(settings: config.game, machines: kept + leaving, nextIndex: next)
+        self.table.withLock { $0 = table }
+        for (machine, machineConfig) in reconfigured { machine.reconfigure(machineConfig, settings: config.game) }
+        for machine in leaving { machine.retire() }
+        return change
+    }
+
+    /// Takes a machine that is gone out of the table.
+    private func remove(_ index: Int) -> Machine? {
+        table.withLock { table in
+            guard let machine = table.bySlot[index] else { return nil }
+            table = Table(settings: table.settings, machines: table.machines.filter { $0.index != index }, nextIndex: table.nextIndex)
+            return machine
+        }
+    }
+
+    /// How long a request that changed the queue waits for its write before
+    /// it is answered `gateway_unavailable`.
+    static let durabilityWait: Duration = .seconds(2)
 
     /// Acts on what the storage writer reports, until the task is cancelled
     /// or the writer stops: machines whose writes became durable tell what
@@ -68,29 +194,26 @@ final class Arcade: Sendable {
     /// machines, in the arcade's own task, which ends before the machines
     /// stop.
     func runStorageReports() async {
-        let machines = machines
         for await report in writer.reports {
             switch report {
             case .durable(let indices):
-                for index in indices where machines.indices.contains(index) { machines[index].drain() }
+                let bySlot = table.withLock { $0.bySlot }
+                for index in indices { bySlot[index]?.drain() }
             case .failing:
-                writer.rewrite { machines.map { $0.durableImage() } }
+                writer.rewrite { [self] in machines.map { $0.durableImage() } }
             }
         }
     }
 
     /// The machine with this id, or else with this IM account.
     func machine(_ idOrAccount: String) -> Machine? {
-        byID[idOrAccount] ?? byAccount[idOrAccount]
+        let table = table.withLock { $0 }
+        return table.byID[idOrAccount] ?? table.byAccount[idOrAccount]
     }
 
     /// What the gateway subscribes to: each machine's ack, result and state.
     var subscriptions: [(topic: String, qos: MQTTQoS)] {
-        machines.flatMap { machine in
-            // QoS 1, on the gateway's persistent session: what a PC says
-            // while the gateway restarts waits for it at the broker (SPEC §13).
-            [(machine.topics.ack, MQTTQoS.atLeastOnce), (machine.topics.result, .atLeastOnce), (machine.topics.state, .atLeastOnce)]
-        }
+        machines.flatMap(\.subscriptions)
     }
 
     /// Whether what got `ticket` became durable within ``durabilityWait``:
@@ -118,7 +241,9 @@ final class Arcade: Sendable {
     /// to the player as command 9, except for an unknown machine, which has no
     /// IM account to answer from.
     func handleNow(_ notification: PlayerNotification) -> (RequestOutcome, StorageWriter.Ticket?) {
-        let machine = machine(notification.to)
+        let table = table.withLock { $0 }
+        let machine = table.byID[notification.to] ?? table.byAccount[notification.to]
+        let settings = table.settings
         let player = PlayerAddress(accid: notification.from, provider: notification.provider)
         // The budget comes before anything else, even a bad payload: a flood
         // costs one lookup per notification and reaches no machine.
@@ -143,7 +268,6 @@ final class Arcade: Sendable {
                 GatewayMetrics.commandsTooOld.increment()
                 throw Self.tooOld(age)
             }
-            try request.validate(cameras: machine.config.cameraIDs)
             return machine.handle(request, from: player)
         } catch {
             if let machine, error.code != .unknownMachine, !notification.from.isEmpty {
@@ -163,7 +287,7 @@ final class Arcade: Sendable {
 
     /// One message from a machine's topics.
     func route(_ message: MQTTMessage) {
-        guard let (machine, kind) = byTopic[message.topic] else { return }
+        guard let (machine, kind) = table.withLock({ $0.byTopic[message.topic] }) else { return }
         switch kind {
         case .ack: machine.handleAck(message)
         case .result: machine.handleResult(message)
@@ -183,14 +307,13 @@ final class Arcade: Sendable {
     /// does when it wakes, and what tests call after moving their clock.
     func fireDueDeadlines() {
         for index in deadlines.takeDue(now: clock.now()) {
-            machines[index].fireDeadlines()
+            machine(at: index)?.fireDeadlines()
         }
     }
 
     /// Runs the deadlines until the task is cancelled.
     func runDeadlines() async {
-        let machines = machines
-        await deadlines.run(clock: clock) { index in machines[index].fireDeadlines() }
+        await deadlines.run(clock: clock) { [self] index in machine(at: index)?.fireDeadlines() }
     }
 
     func stop() {

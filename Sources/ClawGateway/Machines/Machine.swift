@@ -21,13 +21,14 @@ import Synchronization
 /// writer never calls in here. Once stopped, the machine publishes and
 /// replies nothing.
 final class Machine: Sendable {
-    let config: MachineConfig
     /// The machine's place in the arcade, as the storage writer and the deadlines know it.
     let index: Int
     let topics: MachineTopics
     let logger: Logger
-    let settings: GameSettings
     private let environment: MachineEnvironment
+    /// The config and settings as the last reload left them, for what runs
+    /// outside the game's lock (replies, events); the game keeps its own.
+    private let current: Mutex<(config: MachineConfig, settings: GameSettings)>
     private let guarded: Mutex<Guarded>
     private let metrics: MachineMetrics
     private let warnings = LogLimiter()
@@ -78,8 +79,8 @@ final class Machine: Sendable {
     init(config: MachineConfig, index: Int, settings: GameSettings, topics: Topics, environment: MachineEnvironment)
         throws(StorageError)
     {
-        self.config = config
-        self.settings = settings
+        current = Mutex((config, settings))
+        id = config.id
         self.index = index
         self.topics = MachineTopics(config, topics)
         self.environment = environment
@@ -117,11 +118,13 @@ final class Machine: Sendable {
         }
     }
 
-    var id: String { config.id }
+    let id: String
+    var config: MachineConfig { current.withLock { $0.config } }
+    var settings: GameSettings { current.withLock { $0.settings } }
 
     // MARK: Entry points
 
-    /// A player's request, decoded and checked against the machine's cameras.
+    /// A player's request, decoded; the game checks it against the machine's cameras.
     /// A refusal is answered to the player (command 9) by the game.
     ///
     /// - Returns: the outcome, and the ticket that must be durable before
@@ -275,6 +278,26 @@ final class Machine: Sendable {
         transition { game, context in game.resume(context) }
     }
 
+    /// A reload changed the machine's config or the game's settings
+    /// (``MachineState/reconfigure(_:settings:_:)``). The machine's id and
+    /// topics stay.
+    func reconfigure(_ config: MachineConfig, settings: GameSettings) {
+        current.withLock { $0 = (config, settings) }
+        _ = transition { game, context in game.reconfigure(config, settings: settings, context) }
+    }
+
+    /// A reload took the machine out of the config
+    /// (``MachineState/retire(_:)``): once its game is over it clears its
+    /// retained snapshot and tells the observers it is gone.
+    func retire() {
+        _ = transition { game, context in game.retire(context) }
+    }
+
+    /// Taken out by a reload and still finishing its last game.
+    var isRetiring: Bool {
+        guarded.withLock { $0.game.retiring }
+    }
+
     /// Ends the current turn as `skipped`; false when nobody holds the machine.
     func skip() -> (Bool, StorageWriter.Ticket?) {
         transition { game, context in game.skip(context) }
@@ -380,6 +403,7 @@ final class Machine: Sendable {
                 endGameOfLostCoin { game, context in game.coinPublished(serial: serial, on: connection, context) }
             }
         }
+        let settings = work.tells.isEmpty ? nil : self.settings
         for effect in work.tells where !halted.load(ordering: .acquiring) {
             switch effect {
             case .command:
@@ -387,11 +411,13 @@ final class Machine: Sendable {
             case .event(let event):
                 metrics.record(event, at: environment.clock.wallNow())
                 note(event)
-                if environment.publishesEvent(event.type, settings: settings) { publish(event) }
+                if let settings, environment.publishesEvent(event.type, settings: settings) { publish(event) }
             case .snapshot(let snapshot):
                 publish(snapshot)
             case .reply(let reply):
                 send(reply)
+            case .gone:
+                leave()
             }
         }
     }
@@ -450,6 +476,18 @@ final class Machine: Sendable {
         } catch {
             logger.warning("Snapshot not published", metadata: error.shape.metadata())
         }
+    }
+
+    /// Retired and free: the retained snapshot is cleared (an empty retained
+    /// message), so that no one takes the machine for one still there.
+    private func leave() {
+        do {
+            try environment.publisher.publish(topics.queue, payload: [], qos: .atLeastOnce, retain: true)
+        } catch {
+            logger.warning("Retained snapshot of a removed machine not cleared", metadata: error.shape.metadata())
+        }
+        logger.notice("Machine removed: its last game is over")
+        for observer in environment.observers { observer.gone(index) }
     }
 
     /// What operators want in the log, from the events.
@@ -532,6 +570,15 @@ final class Machine: Sendable {
         if let payload { metadata["mqtt.payload"] = .string(LogText.payload(payload)) }
         if let error { metadata["error"] = .string(error) }
         warnings.warning("\(text)", text, metadata, on: logger)
+    }
+}
+
+extension Machine {
+    /// What the gateway subscribes to for this machine: its ack, result and
+    /// state. QoS 1, on the gateway's persistent session: what a PC says
+    /// while the gateway restarts waits for it at the broker (SPEC §13).
+    var subscriptions: [(topic: String, qos: MQTTQoS)] {
+        [(topics.ack, .atLeastOnce), (topics.result, .atLeastOnce), (topics.state, .atLeastOnce)]
     }
 }
 

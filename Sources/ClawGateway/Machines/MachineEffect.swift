@@ -18,6 +18,9 @@ enum MachineEffect: Sendable {
     case snapshot(QueueSnapshot)
     /// A reply to a player through their IM provider.
     case reply(PlayerReply)
+    /// Retired by a reload and free at last: its retained snapshot is
+    /// cleared and the arcade lets it go (SPEC §13).
+    case gone
 }
 
 /// A player: the account and the IM provider it is an account of (SPEC §5).

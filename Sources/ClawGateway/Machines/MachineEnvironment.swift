@@ -34,6 +34,13 @@ protocol MachineObserver: Sendable {
     func snapshot(_ index: Int, _ snapshot: QueueSnapshot, payload: [UInt8])
     /// The machine at `index` published `event` (as `payload`).
     func event(_ index: Int, _ event: GameEvent, payload: [UInt8])
+    /// The machine at `index` was retired by a reload and is free: it is
+    /// out of the arcade, its retained snapshot cleared (SPEC §13).
+    func gone(_ index: Int)
+}
+
+extension MachineObserver {
+    func gone(_ index: Int) {}
 }
 
 /// What a machine's game is given: its clock, where it publishes, how it

@@ -21,13 +21,14 @@ enum RequestOutcome: Sendable, Equatable {
 /// Players' requests (SPEC §2, §3): joining and leaving the queue, taking or
 /// declining a turn, steering the claw.
 extension MachineState {
-    /// A player's request, already decoded and checked against the machine's
-    /// cameras. A refusal is answered to the player (command 9) and counted as
+    /// A player's request, decoded; checked here against the machine's
+    /// cameras (a reload may change them). A refusal is answered to the player (command 9) and counted as
     /// a `dropped` event.
     mutating func handle(_ request: PlayerRequest, from player: PlayerAddress, _ context: TransitionContext) -> Step<RequestOutcome> {
         var fx = Effects(context)
         let outcome: RequestOutcome
         do throws(WireError) {
+            try request.validate(cameras: machine.cameraIDs)
             switch request.command {
             case .join(let nick):
                 outcome = try join(player, nick: nick, &fx)
@@ -71,6 +72,7 @@ extension MachineState {
     // MARK: Queue
 
     private mutating func join(_ player: PlayerAddress, nick: String?, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
+        guard !retiring else { throw Self.removed(machine) }
         if phase.turn?.player.address == player || waiting.contains(where: { $0.address == player }) {
             throw WireError(.alreadyQueued, "You are already in the queue of \(machine.name).")
         }

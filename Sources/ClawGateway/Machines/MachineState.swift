@@ -95,8 +95,18 @@ struct MachineState: Sendable {
 
     // The state below changes only through the transitions, in this file and
     // the `MachineState+*.swift` beside it.
-    let machine: MachineConfig
-    let settings: GameSettings
+    /// A reload changes these (``reconfigure(_:settings:_:)``): the machine's
+    /// config at once, the settings from the next turn.
+    var machine: MachineConfig
+    var settings: GameSettings
+    /// Settings a reload brought while a turn was open: they apply once the
+    /// machine is free, so a turn keeps the timers it was offered with.
+    var nextSettings: GameSettings?
+    /// Taken out of the config by a reload: the game in progress finishes,
+    /// no turn is offered, nobody joins (``retire(_:)``).
+    var retiring = false
+    /// Retired and free: the machine said `gone` and is out of the arcade.
+    var gone = false
     var link: Link = .offline
     var paused: Bool
     /// The PC missed ``GameSettings/suspectAfter`` acks in a row: no new turn
@@ -241,6 +251,10 @@ struct MachineState: Sendable {
     }
 
     private mutating func settle(_ fx: inout Effects) {
+        if case .idle = phase, let next = nextSettings {
+            settings = next
+            nextSettings = nil
+        }
         offerNextTurn(&fx)
         if let from = fx.positionsFrom {
             fx.snapshotChanged = true
@@ -254,11 +268,15 @@ struct MachineState: Sendable {
             fx.writes.append(.meta(machine: id, snapshotSeq: snapshotSeq, paused: paused))
             fx.list.append(.snapshot(snapshot(at: fx.now)))
         }
+        if retiring, !gone, case .idle = phase {
+            gone = true
+            fx.list.append(.gone)
+        }
     }
 
     /// Offers the head of the queue the turn when the machine is free.
     mutating func offerNextTurn(_ fx: inout Effects) {
-        guard case .idle = phase, online, !paused, !suspect, !waiting.isEmpty else { return }
+        guard case .idle = phase, online, !paused, !suspect, !retiring, !waiting.isEmpty else { return }
         let entry = waiting.removeFirst()
         fx.queueMoved(from: 0)
         sessionsMade += 1

@@ -77,6 +77,9 @@ enum GatewayMetrics {
         static var commandsTooOld: MetricNameDescriptor {
             family("commands_too_old", "total", "Moves, grabs and camera switches dropped because they came more than game.command_max_age after the IM service stamped them.")
         }
+        static var configReloads: MetricNameDescriptor {
+            family("config_reloads", "total", "Reloads of gateway.yaml (SIGHUP, systemctl reload), by result: applied, or refused for a file with problems (the log lists them).")
+        }
         static var buildInfo: MetricNameDescriptor {
             family("build_info", "", "The gateway's version, as a label; the value is always 1.")
         }
@@ -225,6 +228,8 @@ enum GatewayMetrics {
         descriptor: Family.copyAge,
         buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300].map { .milliseconds(Int64($0 * 1000)) })
     static let commandsTooOld = registry.makeCounter(descriptor: Family.commandsTooOld)
+    static let reloadsApplied = registry.makeCounter(descriptor: Family.configReloads, labels: [("result", "applied")])
+    static let reloadsRefused = registry.makeCounter(descriptor: Family.configReloads, labels: [("result", "refused")])
 
     /// A copy's age on arrival, from its IM stamp: observed, and returned
     /// (negative when the stamp is ahead of this clock).
@@ -239,7 +244,7 @@ enum GatewayMetrics {
     static func prepare(version: String) {
         _ = notifications
         _ = replies
-        _ = (mqttConnected, mqttConnects, mqttOversized, storageWritable, copyAge, commandsTooOld)
+        _ = (mqttConnected, mqttConnects, mqttOversized, storageWritable, copyAge, commandsTooOld, reloadsApplied, reloadsRefused)
         registry.makeGauge(descriptor: Family.buildInfo, labels: [("version", version)]).set(to: 1)
     }
 }

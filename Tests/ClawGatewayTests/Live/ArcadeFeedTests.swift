@@ -80,7 +80,7 @@ import Testing
         feed.event(0, Self.bytes("{}"))
         feed.stats(0, Self.bytes(#"{"machine":"m1","acks":3}"#))
         #expect(!feed.flush())
-        let welcome = String(decoding: feed.welcome(hello: Self.bytes(#"{"gateway":"g"}"#), snapshots: [Self.bytes("{1}"), Self.bytes("{2}")]), as: UTF8.self)
+        let welcome = String(decoding: feed.welcome(hello: Self.bytes(#"{"gateway":"g"}"#), snapshots: [(0, Self.bytes("{1}")), (1, Self.bytes("{2}"))]), as: UTF8.self)
         #expect(welcome.hasPrefix("event: hello\ndata: {\"gateway\":\"g\"}\n\nevent: gateway\n"))
         #expect(welcome.contains("event: snapshot\ndata: {1}\n\nevent: stats\ndata: {\"machine\":\"m1\",\"acks\":3}\n\nevent: snapshot\ndata: {2}"))
     }
@@ -187,5 +187,28 @@ import Testing
             var iterator = client.chunks.makeAsyncIterator()
             #expect(await iterator.next() == nil)
         }
+    }
+
+    /// A reload (SPEC §13): a machine's slot comes with its first message,
+    /// and a changed arcade ends every stream so that the pages connect
+    /// again and get the new `hello`.
+    @Test func machinesComeAndGoAndAChangedArcadeEndsEveryStreamButNotTheFeed() async throws {
+        let feed = Self.feed(machines: 1)
+        let client = try feed.connect()
+        feed.snapshot(4, Self.bytes(#"{"machine":"m5","seq":1}"#))
+        feed.stats(4, Self.bytes(#"{"machine":"m5","acks":1}"#))
+        #expect(feed.flush())
+        let chunk = try #require(await Self.next(client))
+        #expect(chunk.contains(#"{"machine":"m5","seq":1}"#) && chunk.contains(#"{"machine":"m5","acks":1}"#))
+
+        feed.gone(4)
+        feed.arcadeChanged()
+        var iterator = client.chunks.makeAsyncIterator()
+        #expect(await iterator.next() == nil, "the stream ended")
+        #expect(feed.count() == 0)
+        let again = try feed.connect()
+        feed.snapshot(0, Self.bytes(#"{"machine":"m1","seq":2}"#))
+        #expect(feed.flush())
+        #expect(try #require(await Self.next(again)).contains(#""seq":2"#), "the feed goes on")
     }
 }

@@ -101,7 +101,8 @@ final class GameHarness: Sendable {
     let arcade: Arcade
     /// The arcade reading the writer's reports, as ``ArcadeService`` does.
     private let reports: Task<Void, Never>
-    var machine: Machine { arcade.machines[0] }
+    /// `m1`, also after a reload took it out of the arcade.
+    let machine: Machine
     static let epoch = Date(timeIntervalSince1970: 1_795_000_000)
 
     /// - Parameter sessions: the prefix of session ids (`s-m1-1`, `s-m1-2`, …); a
@@ -127,6 +128,7 @@ final class GameHarness: Sendable {
             sessionPrefix: prefix)
         let arcade = try Arcade(config: Self.config(settings: settings), environment: environment)
         self.arcade = arcade
+        machine = arcade.machines[0]
         reports = Task { await arcade.runStorageReports() }
         if startWriter { writer.start() }
     }

@@ -19,7 +19,9 @@ final class ChainLink: Sendable {
     var client: MQTTClient { bus.client }
     let topics: ChainTopics
     let site: String
-    private let directory: [UInt8]
+    /// Published retained after every connect, and again when a reload
+    /// changes the machines (``setDirectory(_:)``).
+    private let directory: Mutex<[UInt8]>
     private let clock: GameClock
     private let logger: Logger
     /// Where copies from the routers go; nil takes none (tests of the link alone).
@@ -70,8 +72,7 @@ final class ChainLink: Sendable {
         logger[metadataKey: "chain.site"] = .string(settings.site)
         self.logger = logger
         self.clock = clock
-        directory = JSONCoding.encode(
-            ChainDirectory(site: settings.site, machines: machines.map { .init(id: $0.id, imAccount: $0.imAccount, name: $0.name) }))
+        directory = Mutex(Self.directory(site: settings.site, machines))
         // Copies are a few KB; the cluster refuses more than 1 MB anyway.
         bus = try BusLink(
             role: .site, bus: settings.busSettings(prefix: prefix), subscriptions: [topics.inbox, topics.recordsAck], cleanSession: false,
@@ -84,6 +85,30 @@ final class ChainLink: Sendable {
                 publish: { payload throws(MQTTError) in
                     try client.publish(topics.records, payload: payload, qos: .atLeastOnce, retain: false)
                 })
+        }
+    }
+
+    static func directory(site: String, _ machines: [MachineConfig]) -> [UInt8] {
+        JSONCoding.encode(ChainDirectory(site: site, machines: machines.map { .init(id: $0.id, imAccount: $0.imAccount, name: $0.name) }))
+    }
+
+    /// A reload changed the site's machines: the routers learn it from the
+    /// retained directory, published now if the link is up (and after every
+    /// connect as always).
+    func setDirectory(_ machines: [MachineConfig]) {
+        let payload = Self.directory(site: site, machines)
+        let changed = directory.withLock { current in
+            defer { current = payload }
+            return current != payload
+        }
+        if changed, client.isConnected { publishDirectory() }
+    }
+
+    private func publishDirectory() {
+        do {
+            try client.publish(topics.directory, payload: directory.withLock { $0 }, qos: .atLeastOnce, retain: true)
+        } catch {
+            logger.warning("Chain directory not published", metadata: error.shape.metadata())
         }
     }
 
@@ -161,11 +186,7 @@ final class ChainLink: Sendable {
             if state.lastBeat != nil { state.lastBeat = now }
         }
         records?.linkDown()
-        do {
-            try client.publish(topics.directory, payload: directory, qos: .atLeastOnce, retain: true)
-        } catch {
-            logger.warning("Chain directory not published", metadata: error.shape.metadata())
-        }
+        publishDirectory()
         publishHeartbeat()
     }
 
