@@ -125,6 +125,17 @@ struct GameSettings: Sendable, Equatable {
     var commandMaxAge: Duration = .seconds(2)
 }
 
+extension GameSettings {
+    /// Whether an event of this type goes out on `claw/<m>/events`: the
+    /// per-command ones only with `game.command_events`.
+    func publishes(_ type: EventType) -> Bool {
+        switch type {
+        case .command, .ack: commandEvents
+        default: true
+        }
+    }
+}
+
 struct StorageSettings: Sendable, Equatable {
     /// Absolute path of the SQLite file.
     var path: String

@@ -133,8 +133,10 @@ struct Ingress: Sendable {
 
     private func netease(body: [UInt8], header: (String) -> String?, settings: NetEaseSettings) -> IngressResult {
         let copy: NetEaseCopy
+        let sent: Date
+        let now = now()
         do {
-            copy = try NetEaseCopy.read(body: body, header: header, settings: settings, now: now())
+            (copy, sent) = try NetEaseCopy.readStamped(body: body, header: header, settings: settings, now: now)
         } catch {
             GatewayMetrics.notification(provider: "netease", result: error.kind == .unauthorized ? "unauthorized" : "malformed")
             warnRefused("netease.\(error.kind)", "NetEase copy refused", reason: error.message)
@@ -149,8 +151,7 @@ struct Ingress: Sendable {
         case .other:
             GatewayMetrics.notification(provider: "netease", result: "ignored")
         case .notification(let from, let to, let attach, let messageID):
-            // Checked by `read`: a copy gets here only with a valid CurTime.
-            let age = header("curtime").flatMap(ClockSkew.date(fromCurTime:)).map { GatewayMetrics.copyArrived(sent: $0, now: now()) }
+            let age = GatewayMetrics.copyArrived(sent: sent, now: now)
             if let messageID, !recentMessages.insert(messageID) {
                 GatewayMetrics.notification(provider: "netease", result: "duplicate")
             } else if arcade.machine(to) == nil {

@@ -31,6 +31,14 @@ enum NetEaseCopy: Equatable {
     static func read(
         body: [UInt8], header: (String) -> String?, settings: NetEaseSettings, now: Date
     ) throws(Refusal) -> NetEaseCopy {
+        try readStamped(body: body, header: header, settings: settings, now: now).copy
+    }
+
+    /// ``read(body:header:settings:now:)``, with when NetEase stamped the
+    /// copy (its `CurTime`): how old it is when it comes (SPEC §13).
+    static func readStamped(
+        body: [UInt8], header: (String) -> String?, settings: NetEaseSettings, now: Date
+    ) throws(Refusal) -> (copy: NetEaseCopy, sent: Date) {
         guard let md5 = header("md5"), let checksum = header("checksum"), let curTime = header("curtime") else {
             throw Refusal(kind: .unauthorized, message: "The MD5, CheckSum and CurTime headers are required.")
         }
@@ -50,7 +58,7 @@ enum NetEaseCopy: Equatable {
         guard ClockSkew.within(settings.maxClockSkew, sent: sent, now: now) else {
             throw Refusal(kind: .unauthorized, message: "CurTime is outside the allowed clock skew; check the clocks.")
         }
-        return try parse(body)
+        return (try parse(body), sent)
     }
 
     /// Reads a body whose signature was checked.

@@ -403,15 +403,14 @@ final class Machine: Sendable {
                 endGameOfLostCoin { game, context in game.coinPublished(serial: serial, on: connection, context) }
             }
         }
-        let settings = work.tells.isEmpty ? nil : self.settings
         for effect in work.tells where !halted.load(ordering: .acquiring) {
             switch effect {
             case .command:
                 break
-            case .event(let event):
+            case .event(let event, let published):
                 metrics.record(event, at: environment.clock.wallNow())
                 note(event)
-                if let settings, environment.publishesEvent(event.type, settings: settings) { publish(event) }
+                if published { publish(event) }
             case .snapshot(let snapshot):
                 publish(snapshot)
             case .reply(let reply):

@@ -12,8 +12,9 @@ enum MachineEffect: Sendable {
     /// A command to the machine's PC (`control`) or camera switch (`camera`):
     /// QoS 0, never retained, never queued for later.
     case command(WireMessage, camera: Bool)
-    /// One event on `claw/<m>/events`.
-    case event(GameEvent)
+    /// One event: counted in the metrics, and published on `claw/<m>/events`
+    /// (and to the observers) when `published` (``GameSettings/publishes(_:)``).
+    case event(GameEvent, published: Bool = true)
     /// The retained snapshot on `claw/<m>/queue`.
     case snapshot(QueueSnapshot)
     /// A reply to a player through their IM provider.

@@ -63,13 +63,4 @@ struct MachineEnvironment: Sendable {
     static func randomSessionPrefix() -> String {
         Signatures.nonce(bytes: 6) + "-"
     }
-
-    /// Whether an event of this type goes out on `claw/<m>/events`: the
-    /// per-command ones only with `game.command_events`.
-    func publishesEvent(_ type: EventType, settings: GameSettings) -> Bool {
-        switch type {
-        case .command, .ack: settings.commandEvents
-        default: true
-        }
-    }
 }

@@ -257,7 +257,7 @@ extension MachineState {
     /// - Returns: the session of the game that ended, if any.
     mutating func brokerReconnected(connection: Int, _ context: TransitionContext) -> Step<String?> {
         brokerConnection = max(brokerConnection, connection)
-        let announced = startEvents.map(MachineEffect.event)
+        let announced = startEvents.map { MachineEffect.event($0) }
         startEvents = []
         guard let session = phase.turn?.session, let serial = acks.coin(for: session),
             let sentOn = acks[serial: serial]?.sentOn, sentOn < connection
@@ -380,14 +380,14 @@ extension MachineState {
             }
         }
         fx.snapshotChanged = true
-        emit(.restored, &fx) {
+        let restored = emit(.restored, &fx) {
             $0.set(player.address)
             $0.nick = player.nick
             $0.session = game.id
             $0.data = open.phase.rawValue
         }
         // Decided before the broker connection: the first one publishes it.
-        if case .event(let event) = fx.list.last { startEvents.append(event) }
+        startEvents.append(restored)
     }
 
     private mutating func closeInterrupted(_ game: GameRow, _ fx: inout Effects) {

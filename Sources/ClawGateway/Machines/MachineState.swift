@@ -350,12 +350,17 @@ struct MachineState: Sendable {
         return nextSerial
     }
 
-    /// Numbers and stamps one event on `claw/<m>/events`.
-    mutating func emit(_ type: EventType, _ fx: inout Effects, _ fill: (inout GameEvent) -> Void = { _ in }) {
+    /// Numbers and stamps one event on `claw/<m>/events`. One that does not
+    /// go out (``GameSettings/publishes(_:)``) only counts in the metrics,
+    /// which take their own time: it is not stamped.
+    @discardableResult
+    mutating func emit(_ type: EventType, _ fx: inout Effects, _ fill: (inout GameEvent) -> Void = { _ in }) -> GameEvent {
         eventSeq += 1
-        var event = GameEvent(type: type, seq: eventSeq, ts: fx.timestamp(), machine: id)
+        let published = settings.publishes(type)
+        var event = GameEvent(type: type, seq: eventSeq, ts: published ? fx.timestamp() : "", machine: id)
         fill(&event)
-        fx.list.append(.event(event))
+        fx.list.append(.event(event, published: published))
+        return event
     }
 
     func reply(

@@ -101,7 +101,7 @@ struct PureGame {
 
 extension Step {
     var events: [GameEvent] {
-        effects.compactMap { if case .event(let event) = $0 { event } else { nil } }
+        effects.compactMap { if case .event(let event, _) = $0 { event } else { nil } }
     }
 
     var eventTypes: [EventType] { events.map(\.type) }
