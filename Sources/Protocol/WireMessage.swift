@@ -19,10 +19,14 @@ public struct WireMessage: Sendable, Equatable {
     public var session: String?
     /// Control messages: the player the command comes from.
     public var player: String?
+    /// Command 1001: what the machine's mainboard takes with the coin
+    /// (SPEC §12). Written, not read: a PC reads it with its own JSON parser.
+    public var settings: BoardSettings?
 
     public init(
         command: Int, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
-        message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil
+        message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
+        settings: BoardSettings? = nil
     ) {
         self.command = command
         self.data = data
@@ -32,15 +36,17 @@ public struct WireMessage: Sendable, Equatable {
         self.timeout = timeout
         self.session = session
         self.player = player
+        self.settings = settings
     }
 
     public init(
         _ code: CommandCode, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
-        message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil
+        message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
+        settings: BoardSettings? = nil
     ) {
         self.init(
             command: code.rawValue, data: data, serial: serial, length: length,
-            message: message, timeout: timeout, session: session, player: player)
+            message: message, timeout: timeout, session: session, player: player, settings: settings)
     }
 
     /// The command as a known code, or nil for a number the protocol does not define.
@@ -205,6 +211,10 @@ extension WireMessage {
         if let timeout { JSONText.appendField("timeout", integer: Int64(timeout), to: &out) }
         if let session { JSONText.appendField("session", string: session, to: &out) }
         if let player { JSONText.appendField("player", string: player, to: &out) }
+        if let settings {
+            out.append(contentsOf: #","settings":"#.utf8)
+            settings.append(to: &out)
+        }
         out.append(UInt8(ascii: "}"))
         return out
     }

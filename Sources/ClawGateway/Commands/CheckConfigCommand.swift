@@ -104,7 +104,12 @@ struct ConfigSummary {
         lines.append("machines: \(config.machines.count)")
         for machine in config.machines {
             let cameras = machine.cameras.map(\.id).joined(separator: ",")
-            lines.append("  \(machine.id) \"\(machine.name)\" im \(machine.imAccount), cameras [\(cameras)]")
+            let board = machine.settings.board
+            let guarantee = machine.settings.guaranteeAfter
+            lines.append(
+                "  \(machine.id) \"\(machine.name)\" im \(machine.imAccount), cameras [\(cameras)], board: game time \(board.gameTime)s, "
+                    + "claw \(board.claw.grab)/\(board.claw.top)/\(board.claw.move)/\(board.claw.max), lift \(board.liftHeight), "
+                    + "full-power grab \(guarantee == 0 ? "off" : "after \(guarantee) lost")")
         }
         return lines.joined(separator: "\n")
     }

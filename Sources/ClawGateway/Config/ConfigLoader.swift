@@ -85,9 +85,12 @@ struct Schema {
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
         let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_token", "allowed_hosts", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout"]))
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
-        let game = readGame(top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace", "command_max_age"]))
+        let gameSection = top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace", "command_max_age", "settings"])
+        let game = readGame(gameSection)
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
-        let machines = readMachines(top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix)
+        let defaults = MachineSettings.read(
+            gameSection?.section("settings", keys: MachineSettings.keys), over: MachineSettings())
+        let machines = readMachines(top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix, settings: defaults)
         let chain = top.section("chain", keys: ChainSettings.keys).flatMap { ChainSettings.read($0, brokerURL: brokerURL) }
         let appServer = top.section("app_server", keys: AppServerSettings.keys).flatMap {
             AppServerSettings.read($0, netease: im.netease, machines: machines ?? [])
@@ -247,14 +250,14 @@ struct Schema {
         return game
     }
 
-    private func readMachines(_ items: [(path: String, node: Node)]?, topicPrefix: String?) -> [MachineConfig]? {
+    private func readMachines(_ items: [(path: String, node: Node)]?, topicPrefix: String?, settings defaults: MachineSettings) -> [MachineConfig]? {
         guard let items else { return nil }
         if items.isEmpty { reader.report("machines", "must list at least one machine") }
         var machines: [MachineConfig] = []
         var idsSeen: [String: String] = [:]
         var accountsSeen: [String: String] = [:]
         for (path, node) in items {
-            guard let section = reader.section(node, at: path, keys: ["id", "name", "im_account", "cameras", "camera_topic", "chatroom_id"]),
+            guard let section = reader.section(node, at: path, keys: ["id", "name", "im_account", "cameras", "camera_topic", "chatroom_id", "settings"]),
                 let id = section.string("id", required: true)
             else { continue }
             if let problem = machineIDProblem(id) {
@@ -275,7 +278,8 @@ struct Schema {
             machines.append(MachineConfig(
                 id: id, name: section.nonEmpty("name") ?? id, imAccount: account,
                 cameras: readCameras(section.list("cameras") ?? []), cameraTopic: cameraTopic,
-                chatroomID: AppServerSettings.chatroomID(section)))
+                chatroomID: AppServerSettings.chatroomID(section),
+                settings: MachineSettings.read(section.section("settings", keys: MachineSettings.keys), over: defaults)))
         }
         // A notification's `to` may be an id or an im_account: neither may name two machines.
         for machine in machines where machine.imAccount != machine.id {

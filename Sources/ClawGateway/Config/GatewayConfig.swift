@@ -151,6 +151,8 @@ struct MachineConfig: Sendable, Equatable {
     var cameraTopic: String?
     /// The machine's YunXin chatroom: listed by the app-server API, its queue mirrored (SPEC §8).
     var chatroomID: Int64? = nil
+    /// What its mainboard takes with every coin (SPEC §12).
+    var settings = MachineSettings()
 
     var cameraIDs: [String] { cameras.map(\.id) }
 }

@@ -142,7 +142,9 @@ extension MachineState {
         let now = fx.now
         fx.list.append(
             .command(
-                WireMessage(.addCoins, data: String(settings.coinsPerGame), serial: serial, session: session, player: player.accid),
+                WireMessage(
+                    .addCoins, data: String(settings.coinsPerGame), serial: serial, session: session, player: player.accid,
+                    settings: machine.settings.coin(lostInARow: lostInARow)),
                 camera: false))
         acks.insert(PendingAck(sentAt: now.uptime, command: .addCoins, session: session), serial: serial)
         guard case .offered(var turn) = phase else { return .ignored("the game has already started") }

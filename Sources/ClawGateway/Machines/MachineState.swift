@@ -107,6 +107,10 @@ struct MachineState: Sendable {
     var retiring = false
     /// Retired and free: the machine said `gone` and is out of the arcade.
     var gone = false
+    /// Games lost in a row since the machine's last win: when it reaches the
+    /// machine's `guarantee_after`, the next coin is the full-power grab
+    /// (SPEC §12). Counted from the game records, so it outlives a restart.
+    var lostInARow: Int
     var link: Link = .offline
     var paused: Bool
     /// The PC missed ``GameSettings/suspectAfter`` acks in a row: no new turn
@@ -138,6 +142,7 @@ struct MachineState: Sendable {
         self.machine = machine
         self.settings = settings
         paused = restored.paused
+        lostInARow = restored.lostInARow
         waiting = restored.queue
         snapshotSeq = restored.snapshotSeq
         nextSerial = firstSerial
@@ -303,6 +308,11 @@ struct MachineState: Sendable {
     mutating func endTurn(_ outcome: GameOutcome, reason: String? = nil, _ fx: inout Effects) {
         guard let turn = phase.turn else { return }
         fx.writes.append(.game(record(turn, endedAt: fx.now.wall, outcome: outcome)))
+        switch outcome {
+        case .won: lostInARow = 0
+        case .lost: lostInARow += 1
+        default: break
+        }
         fx.snapshotChanged = true
         phase = .idle
         emit(.gameEnded, &fx) {

@@ -256,8 +256,16 @@ final class GameStore: Sendable {
                 ).map { QueueEntry(accid: $0["accid"], nick: $0["nick"], provider: $0["provider"]) }
                 let meta = try Row.fetchOne(
                     db, sql: "SELECT snapshot_seq, paused FROM machine_meta WHERE machine = ?", arguments: [machine])
+                let lost = try Int.fetchOne(
+                    db,
+                    sql: """
+                        SELECT COUNT(*) FROM games WHERE machine = ?1 AND outcome = 'lost'
+                        AND ended_at > COALESCE((SELECT MAX(ended_at) FROM games WHERE machine = ?1 AND outcome = 'won'), '')
+                        """,
+                    arguments: [machine]) ?? 0
                 return RestoredMachine(
-                    queue: queue, snapshotSeq: meta?["snapshot_seq"] ?? 0, paused: meta?["paused"] ?? false, openGames: open)
+                    queue: queue, snapshotSeq: meta?["snapshot_seq"] ?? 0, paused: meta?["paused"] ?? false, openGames: open,
+                    lostInARow: lost)
             }
         } catch {
             throw StorageError(path: path, operation: "restore \(machine)", underlying: error)
@@ -575,6 +583,9 @@ struct RestoredMachine: Sendable, Equatable {
     /// Games open when the gateway stopped, oldest first: turns offered or
     /// started that the gateway never saw end.
     var openGames: [GameRow] = []
+    /// Games that ended `lost` since the machine's last `won` (SPEC §12,
+    /// `guarantee_after`).
+    var lostInARow = 0
 }
 
 /// The storage failed; says which file and what it was doing.

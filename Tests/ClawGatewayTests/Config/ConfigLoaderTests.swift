@@ -1,4 +1,5 @@
 import Foundation
+import Protocol
 import Testing
 
 @testable import ClawGateway
@@ -268,5 +269,59 @@ struct ConfigLoaderTests {
     @Test("not durations", arguments: ["", "10", "s", "ms", "-1s", "1d", "10 s", "1e3s", "ten s", "1s2"])
     func notDurations(_ text: String) {
         #expect(ConfigDuration.parse(text) == nil)
+    }
+}
+
+@Suite("gateway.yaml: the machines' board settings (SPEC §12)")
+struct BoardSettingsConfigTests {
+    static func parse(_ yaml: String) throws(ConfigError) -> GatewayConfig {
+        try ConfigLoader.parse(yaml, file: "test.yaml", baseDirectory: "/tmp", environment: [:])
+    }
+
+    @Test func gameSettingsAreEveryMachinesDefaultsAndAMachineOverridesFieldByField() throws {
+        let config = try Self.parse(
+            """
+            gateway: { id: a }
+            mqtt: { url: "mqtt://127.0.0.1:1883" }
+            game:
+              settings: { game_time: 40s, claw: { grab: 35 }, guarantee_after: 8 }
+            machines:
+              - id: m1
+              - id: m2
+                settings: { claw: { top: 12 }, lift_height: 7, guarantee_after: 0 }
+            """)
+        let m1 = config.machines[0].settings, m2 = config.machines[1].settings
+        #expect(m1.board == BoardSettings(gameTime: 40, claw: .init(grab: 35, top: 20, move: 10, max: 48), liftHeight: 5))
+        #expect(m1.guaranteeAfter == 8)
+        #expect(m2.board == BoardSettings(gameTime: 40, claw: .init(grab: 35, top: 12, move: 10, max: 48), liftHeight: 7))
+        #expect(m2.guaranteeAfter == 0)
+        #expect(try Self.parse("gateway: { id: a }\nmqtt: { url: \"mqtt://h\" }\nmachines: [{ id: m1 }]").machines[0].settings == MachineSettings())
+    }
+
+    @Test func eachBadFieldIsOneProblemNamingIt() {
+        do {
+            _ = try Self.parse(
+                """
+                gateway: { id: a }
+                mqtt: { url: "mqtt://127.0.0.1:1883" }
+                game:
+                  settings: { game_time: 2.5s, claw: { grab: 0, grabb: 3 } }
+                machines:
+                  - id: m1
+                    settings: { lift_height: 11, guarantee_after: -1, claw: { max: 49 }, game_time: 1h }
+                """)
+            Issue.record("a file with bad settings was taken")
+        } catch {
+            #expect(
+                error.problems.map(\.description).sorted() == [
+                    "game.settings.claw.grab: must be between 1 and 48, not 0",
+                    "game.settings.claw.grabb: unknown key (did you mean grab?)",
+                    "game.settings.game_time: must be whole seconds from 5s to 300s (the board counts seconds)",
+                    "machines[0].settings.claw.max: must be between 1 and 48, not 49",
+                    "machines[0].settings.game_time: must be whole seconds from 5s to 300s (the board counts seconds)",
+                    "machines[0].settings.guarantee_after: must be between 0 and 1000, not -1",
+                    "machines[0].settings.lift_height: must be between 0 and 10, not 11",
+                ].sorted())
+        }
     }
 }

@@ -138,7 +138,7 @@ import Testing
         let accept = game.send("alice", #"{"command":12,"data":"s1","serial":1}"#)
         #expect(accept.outcome == .accepted(session: "s1"))
         let coins = try #require(accept.commands.first)
-        #expect(coins.message == WireMessage(.addCoins, data: "2", serial: 1001, session: "s1", player: "alice"))
+        #expect(coins.message == WireMessage(.addCoins, data: "2", serial: 1001, session: "s1", player: "alice", settings: .defaults))
         #expect(!coins.camera)
         #expect(accept.replies(to: "alice") == [WireMessage(.queuePosition, data: "0", length: 0)])
         #expect(accept.games.first?.startedAt == game.now.wall)

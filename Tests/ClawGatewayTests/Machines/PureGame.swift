@@ -17,9 +17,12 @@ struct PureGame {
     static let machine = MachineConfig(
         id: "m1", name: "Pikachu", imAccount: "claw_m1", cameras: [CameraConfig(id: "1"), CameraConfig(id: "2")])
 
-    init(settings: GameSettings = GameSettings(), online: Bool = true, restored: RestoredMachine? = nil) {
+    init(
+        settings: GameSettings = GameSettings(), machine: MachineConfig = Self.machine, online: Bool = true,
+        restored: RestoredMachine? = nil
+    ) {
         state = MachineState(
-            machine: Self.machine, settings: settings,
+            machine: machine, settings: settings,
             restored: restored ?? RestoredMachine(queue: [], snapshotSeq: 0, paused: false),
             firstSerial: 1000, sessionPrefix: "s")
         if online { presence(.online) }
