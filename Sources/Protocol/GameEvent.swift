@@ -18,6 +18,9 @@ public enum EventType: String, Sendable, Codable, CaseIterable {
     /// A turn open when the gateway stopped was taken up at its start
     /// (SPEC §13); `data` is its phase (`offered`, `playing`, `awaiting_result`).
     case restored
+    /// The machine's board settings were set at runtime (`data` `runtime`)
+    /// or back to the file's (`data` `file`): from its next coin (SPEC §12).
+    case settingsChanged = "settings_changed"
     /// A game record was closed; carries the outcome.
     case gameEnded = "game_ended"
     /// Operator actions.

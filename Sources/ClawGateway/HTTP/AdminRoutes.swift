@@ -21,6 +21,23 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
             let machine = try authorized(request, context)
             return try await answer(machine, "skip", machine.skip())
         }
+        router.put("/v1/machines/:id/settings") { request, context in
+            let machine = try authorized(request, context)
+            let body = try await request.body.collect(upTo: Self.maxSettingsBody)
+            let settings: MachineSettings
+            do throws(MachineSettings.Rejected) {
+                settings = try MachineSettings.update(machine.boardSettings.settings, with: Array(buffer: body))
+            } catch {
+                throw Refusal(
+                    .unprocessableContent, code: "invalid_settings",
+                    error.problems.map { "\($0.path): \($0.message)" }.joined(separator: "; "))
+            }
+            return try await settingsAnswer(machine, machine.setSettings(settings))
+        }
+        router.delete("/v1/machines/:id/settings") { request, context in
+            let machine = try authorized(request, context)
+            return try await settingsAnswer(machine, machine.setSettings(nil))
+        }
         router.delete("/v1/machines/:id/queue/:accid") { request, context in
             let machine = try authorized(request, context)
             let accid = try context.pathParameter("accid")
@@ -50,6 +67,17 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
             throw Refusal.unavailable("The action was taken but could not be saved yet; storage is failing (see /readyz).")
         }
         return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: action, changed: changed))
+    }
+
+    /// A settings body is a few hundred bytes.
+    static var maxSettingsBody: Int { 4096 }
+
+    /// The machine's settings as they now are, once the change is durable.
+    private func settingsAnswer(_ machine: Machine, _ result: (Bool, StorageWriter.Ticket?)) async throws -> Response {
+        if let ticket = result.1, await !arcade.durable(ticket) {
+            throw Refusal.unavailable("The settings were taken but could not be saved yet; storage is failing (see /readyz).")
+        }
+        return JSONResponse.make(.ok, SettingsAnswer(machine))
     }
 
     /// The route's machine; the request's token was checked by the guard before it came here.

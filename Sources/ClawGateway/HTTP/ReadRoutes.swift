@@ -27,6 +27,9 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
             let machine = try machine(context)
             return JSONResponse.make(.ok, MachineDetail(machine))
         }
+        reads.get("/v1/machines/:id/settings") { _, context in
+            JSONResponse.make(.ok, SettingsAnswer(try machine(context)))
+        }
         reads.get("/v1/machines/:id/games") { request, context in
             let machine = try machine(context)
             let limit = try Self.integer(request, "limit", default: 20, range: 1...500)
@@ -193,4 +196,21 @@ struct MachineDetail: Encodable {
 
 struct GameList: Codable {
     var games: [GameRecord]
+}
+
+/// `GET`, `PUT` and `DELETE /v1/machines/<id>/settings` (SPEC §12): the
+/// board settings the machine's next coin carries, and whether they are the
+/// file's or an operator's.
+struct SettingsAnswer: Codable, Equatable {
+    var machine: String
+    /// `file` or `runtime`.
+    var source: String
+    var settings: MachineSettings
+
+    init(_ machine: Machine) {
+        let (settings, runtime) = machine.boardSettings
+        self.machine = machine.id
+        source = runtime ? "runtime" : "file"
+        self.settings = settings
+    }
 }

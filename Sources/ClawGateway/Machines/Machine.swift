@@ -298,6 +298,17 @@ final class Machine: Sendable {
         guarded.withLock { $0.game.retiring }
     }
 
+    /// Sets the board settings over the file's, or back to the file's (nil):
+    /// from the next coin (``MachineState/setSettings(_:_:)``).
+    func setSettings(_ settings: MachineSettings?) -> (Bool, StorageWriter.Ticket?) {
+        transition { game, context in game.setSettings(settings, context) }
+    }
+
+    /// The board settings the next coin carries, and whether an operator set them.
+    var boardSettings: (settings: MachineSettings, runtime: Bool) {
+        guarded.withLock { ($0.game.boardSettings, $0.game.settingsOverride != nil) }
+    }
+
     /// Ends the current turn as `skipped`; false when nobody holds the machine.
     func skip() -> (Bool, StorageWriter.Ticket?) {
         transition { game, context in game.skip(context) }

@@ -1,7 +1,8 @@
 import Protocol
 
-/// What a reload of `gateway.yaml` does to a machine that stays or goes
-/// (SPEC §13): no game ends because of it.
+/// What changes a machine's config while it runs: a reload of
+/// `gateway.yaml` (SPEC §13), which ends no game, and the operator's board
+/// settings (SPEC §12).
 extension MachineState {
     /// The machine's config or the game's settings changed. The name, the
     /// cameras and the IM account apply at once; the settings (timers, queue
@@ -41,5 +42,18 @@ extension MachineState {
     /// and to anyone who tries to join it while its last game finishes.
     static func removed(_ machine: MachineConfig) -> WireError {
         WireError(.unknownMachine, "\(machine.name) has been taken off the floor; choose another machine.")
+    }
+
+    /// An operator set the machine's board settings (`PUT …/settings`), or
+    /// took them back to the file's (nil, `DELETE`): durable, and carried
+    /// from the next coin, never by the game in progress (SPEC §12).
+    /// Returns whether anything changed.
+    mutating func setSettings(_ settings: MachineSettings?, _ context: TransitionContext) -> Step<Bool> {
+        var fx = Effects(context)
+        guard settings != settingsOverride else { return finish(false, &fx) }
+        settingsOverride = settings
+        fx.writes.append(.settings(machine: id, settings))
+        emit(.settingsChanged, &fx) { $0.data = settings == nil ? "file" : "runtime" }
+        return finish(true, &fx)
     }
 }

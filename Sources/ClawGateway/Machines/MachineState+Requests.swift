@@ -144,7 +144,7 @@ extension MachineState {
             .command(
                 WireMessage(
                     .addCoins, data: String(settings.coinsPerGame), serial: serial, session: session, player: player.accid,
-                    settings: machine.settings.coin(lostInARow: lostInARow)),
+                    settings: boardSettings.coin(lostInARow: lostInARow)),
                 camera: false))
         acks.insert(PendingAck(sentAt: now.uptime, command: .addCoins, session: session), serial: serial)
         guard case .offered(var turn) = phase else { return .ignored("the game has already started") }

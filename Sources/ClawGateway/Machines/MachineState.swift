@@ -111,6 +111,12 @@ struct MachineState: Sendable {
     /// machine's `guarantee_after`, the next coin is the full-power grab
     /// (SPEC §12). Counted from the game records, so it outlives a restart.
     var lostInARow: Int
+    /// Board settings an operator set at runtime (`PUT …/settings`), over
+    /// the file's; nil: the file's.
+    var settingsOverride: MachineSettings?
+
+    /// The board settings the next coin carries.
+    var boardSettings: MachineSettings { settingsOverride ?? machine.settings }
     var link: Link = .offline
     var paused: Bool
     /// The PC missed ``GameSettings/suspectAfter`` acks in a row: no new turn
@@ -143,6 +149,7 @@ struct MachineState: Sendable {
         self.settings = settings
         paused = restored.paused
         lostInARow = restored.lostInARow
+        settingsOverride = restored.settings
         waiting = restored.queue
         snapshotSeq = restored.snapshotSeq
         nextSerial = firstSerial
@@ -186,7 +193,9 @@ struct MachineState: Sendable {
 
     /// What storage must hold for this machine, written whole after a failure.
     func durableImage(at now: Moment) -> DurableMachine {
-        DurableMachine(machine: id, queue: waiting, snapshotSeq: snapshotSeq, paused: paused, openGame: openRecord(at: now))
+        DurableMachine(
+            machine: id, queue: waiting, snapshotSeq: snapshotSeq, paused: paused, openGame: openRecord(at: now),
+            settings: settingsOverride)
     }
 
     /// The current turn's record while it is open, with what a restart
@@ -401,4 +410,6 @@ struct DurableMachine: Sendable, Equatable {
     var paused: Bool
     /// The game in progress, if any.
     var openGame: GameRow?
+    /// The board settings set at runtime, if any.
+    var settings: MachineSettings? = nil
 }

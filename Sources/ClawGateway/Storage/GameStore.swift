@@ -225,6 +225,10 @@ final class GameStore: Sendable {
                     ALTER TABLE games ADD COLUMN coin_acked INTEGER NOT NULL DEFAULT 0;
                     """)
         }
+        migrator.registerMigration("v8-machine-settings") { db in
+            // Board settings an operator set at runtime (SPEC §12), over the file's.
+            try db.execute(sql: "CREATE TABLE machine_settings (machine TEXT PRIMARY KEY, settings TEXT NOT NULL)")
+        }
         return migrator
     }
 
@@ -263,9 +267,12 @@ final class GameStore: Sendable {
                         AND ended_at > COALESCE((SELECT MAX(ended_at) FROM games WHERE machine = ?1 AND outcome = 'won'), '')
                         """,
                     arguments: [machine]) ?? 0
+                let settings = try String.fetchOne(
+                    db, sql: "SELECT settings FROM machine_settings WHERE machine = ?", arguments: [machine]
+                ).flatMap { JSONCoding.decode(MachineSettings.self, from: Array($0.utf8)) }
                 return RestoredMachine(
                     queue: queue, snapshotSeq: meta?["snapshot_seq"] ?? 0, paused: meta?["paused"] ?? false, openGames: open,
-                    lostInARow: lost)
+                    lostInARow: lost, settings: settings)
             }
         } catch {
             throw StorageError(path: path, operation: "restore \(machine)", underlying: error)
@@ -432,6 +439,15 @@ final class GameStore: Sendable {
                     ON CONFLICT (machine) DO UPDATE SET snapshot_seq = excluded.snapshot_seq, paused = excluded.paused
                     """,
                 arguments: [machine, seq, paused])
+        case .settings(let machine, let settings?):
+            try db.execute(
+                sql: """
+                    INSERT INTO machine_settings (machine, settings) VALUES (?, ?)
+                    ON CONFLICT (machine) DO UPDATE SET settings = excluded.settings
+                    """,
+                arguments: [machine, String(decoding: JSONCoding.encode(settings), as: UTF8.self)])
+        case .settings(let machine, nil):
+            try db.execute(sql: "DELETE FROM machine_settings WHERE machine = ?", arguments: [machine])
         }
     }
 
@@ -508,6 +524,7 @@ final class GameStore: Sendable {
         }
         try apply(.meta(machine: image.machine, snapshotSeq: image.snapshotSeq, paused: image.paused), db, shipsRecords: false)
         if let game = image.openGame { try upsert(game, db) }
+        try apply(.settings(machine: image.machine, image.settings), db, shipsRecords: false)
     }
 
     private struct GameNotWritten: Error, CustomStringConvertible {
@@ -537,6 +554,8 @@ enum StoreChange: Sendable, Equatable {
     /// The whole record of a game as it stands now.
     case game(GameRow)
     case meta(machine: String, snapshotSeq: Int64, paused: Bool)
+    /// The board settings an operator set at runtime; nil: the file's again.
+    case settings(machine: String, MachineSettings?)
 }
 
 /// A game's record as it is written.
@@ -586,6 +605,8 @@ struct RestoredMachine: Sendable, Equatable {
     /// Games that ended `lost` since the machine's last `won` (SPEC §12,
     /// `guarantee_after`).
     var lostInARow = 0
+    /// Board settings an operator set at runtime, over the file's.
+    var settings: MachineSettings? = nil
 }
 
 /// The storage failed; says which file and what it was doing.
