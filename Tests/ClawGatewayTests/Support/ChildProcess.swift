@@ -9,6 +9,13 @@ final class ChildProcess {
     let pid: pid_t
     private(set) var exitStatus: Int32?
 
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later),
+    /// which Swift's Glibc module does not declare.
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let addCloseFrom: AddCloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map {
+        unsafeBitCast($0, to: AddCloseFrom.self)
+    }
+
     /// Starts `executable` with `arguments`; stdout and stderr go to `output`
     /// (appended), or nowhere. `socket` is passed as descriptor 3, as
     /// systemd passes a socket it holds (`sd_listen_fds(3)`).
@@ -24,6 +31,10 @@ final class ChildProcess {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         if let socket { posix_spawn_file_actions_adddup2(&actions, socket, 3) }
+        // Nothing else of the test runner's: a socket a test holds open (and
+        // means to close) must not stay open in a broker or gateway another
+        // test starts meanwhile.
+        _ = Self.addCloseFrom?(&actions, socket == nil ? 3 : 4)
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         let env = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]

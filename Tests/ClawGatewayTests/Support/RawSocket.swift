@@ -7,7 +7,7 @@ final class RawSocket {
     /// Connects to 127.0.0.1:`port`, from `source` when given (any address
     /// of 127/8 is this host: a test can be several clients at once).
     init(port: Int, from source: String? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         if let source {
             var local = sockaddr_in()
             local.sin_family = sa_family_t(AF_INET)
