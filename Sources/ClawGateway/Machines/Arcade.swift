@@ -112,6 +112,28 @@ final class Arcade: Sendable {
         }
         table = Mutex(Table(settings: config.game, machines: machines, nextIndex: machines.count))
         observer.attach(self)
+        try closeGamesOfMachinesGone(keeping: Set(config.machines.map(\.id)))
+    }
+
+    /// Closes the games still open on machines that are no longer in the
+    /// config, as a start closes a turn it cannot take up (`expired` when
+    /// offered, `no_result` when started): none stays open for ever. Their
+    /// players cannot be told: their machine has no IM account any more.
+    private func closeGamesOfMachinesGone(keeping machines: Set<String>) throws(StorageError) {
+        let orphans = try writer.store.openGames(notOn: machines)
+        guard !orphans.isEmpty else { return }
+        let now = clock.wallNow()
+        let closed = orphans.map { game in
+            var game = game
+            game.endedAt = now
+            game.outcome = game.startedAt == nil ? .expired : .noResult
+            return StoreChange.game(game)
+        }
+        // No machine waits on this write: an index no machine has.
+        _ = writer.submit(closed, machine: -1)
+        environment.logger.notice(
+            "Games open on machines no longer in the config closed",
+            metadata: ["games.closed": .string(orphans.map { "\($0.machine)/\($0.id)" }.joined(separator: ","))])
     }
 
     /// In config order, then those a reload took out that are finishing their last game.

@@ -309,6 +309,34 @@ final class GameStore: Sendable {
         }
     }
 
+    /// Games still open on machines that are not `machines`: a machine
+    /// taken out of the file while one of its games was open (the gateway
+    /// killed while the machine finished its last game after a reload, or
+    /// stopped and started without it).
+    func openGames(notOn machines: Set<String>) throws(StorageError) -> [GameRow] {
+        do {
+            return try pool.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT id, machine, player, nick, provider, offered_at, started_at, commands
+                        FROM games WHERE ended_at IS NULL ORDER BY offered_at, rowid
+                        """
+                ).compactMap { row in
+                    let machine: String = row["machine"]
+                    guard !machines.contains(machine) else { return nil }
+                    return GameRow(
+                        id: row["id"], machine: machine, player: row["player"], nick: row["nick"], provider: row["provider"],
+                        offeredAt: Timestamp.date(row["offered_at"]) ?? Date(timeIntervalSince1970: 0),
+                        startedAt: (row["started_at"] as String?).flatMap(Timestamp.date), endedAt: nil, outcome: nil,
+                        commands: row["commands"])
+                }
+            }
+        } catch {
+            throw StorageError(path: path, operation: "read the open games", underlying: error)
+        }
+    }
+
     /// The same, blocking the caller: for tests and start-up.
     func gamesNow(machine: String, limit: Int, offset: Int) throws(StorageError) -> [GameRecord] {
         do {

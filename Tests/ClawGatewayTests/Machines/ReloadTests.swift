@@ -133,4 +133,24 @@ import Testing
         #expect(game.published(on: .queue).count == before)
         await game.stop()
     }
+
+    /// The gateway killed while a removed machine finished its last game,
+    /// then started without it: the game does not stay open for ever.
+    @Test func aGameOpenOnAMachineNoLongerInTheConfigIsClosedAtStart() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "game")
+        let store = try GameStore(path: GameHarness.databasePath(in: directory))
+        let at = GameHarness.epoch
+        try store.write([
+            .game(GameRow(id: "old-1", machine: "m9", player: "zoe", nick: "Zoe", provider: "test", offeredAt: at, startedAt: at, endedAt: nil, outcome: nil, commands: 3)),
+            .game(GameRow(id: "old-2", machine: "m9", player: "yan", nick: "Yan", provider: "test", offeredAt: at, startedAt: nil, endedAt: nil, outcome: nil, commands: 0)),
+        ])
+        let game = try GameHarness(directory: directory, startingAt: at.addingTimeInterval(60))
+        await game.settle()
+        if let last = game.writer.lastIssued { #expect(await game.writer.waitDurable(last, timeout: .seconds(30))) }
+        let games = try store.gamesNow(machine: "m9", limit: 10, offset: 0)
+        #expect(games.first { $0.id == "old-1" }?.outcome == .noResult, "started: no result")
+        #expect(games.first { $0.id == "old-2" }?.outcome == .expired, "offered: expired")
+        #expect(games.allSatisfy { $0.endedAt != nil })
+        await game.stop()
+    }
 }
