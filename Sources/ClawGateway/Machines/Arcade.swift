@@ -62,9 +62,7 @@ final class Arcade: Sendable {
             // The first listed keeps an account: a machine of the new config before one finishing its last game.
             byAccount = Dictionary(machines.map { ($0.config.imAccount, $0) }, uniquingKeysWith: { first, _ in first })
             byTopic = Dictionary(
-                uniqueKeysWithValues: machines.flatMap { machine in
-                    [(machine.topics.ack, (machine, MachineTopic.ack)), (machine.topics.result, (machine, .result)), (machine.topics.state, (machine, .state))]
-                })
+                uniqueKeysWithValues: machines.flatMap { machine in machine.inbound.map { ($0.topic, (machine, $0.kind)) } })
         }
     }
 

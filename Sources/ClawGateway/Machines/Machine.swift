@@ -26,9 +26,6 @@ final class Machine: Sendable {
     let topics: MachineTopics
     let logger: Logger
     private let environment: MachineEnvironment
-    /// The config and settings as the last reload left them, for what runs
-    /// outside the game's lock (replies, events); the game keeps its own.
-    private let current: Mutex<(config: MachineConfig, settings: GameSettings)>
     private let guarded: Mutex<Guarded>
     private let metrics: MachineMetrics
     private let warnings = LogLimiter()
@@ -79,7 +76,6 @@ final class Machine: Sendable {
     init(config: MachineConfig, index: Int, settings: GameSettings, topics: Topics, environment: MachineEnvironment)
         throws(StorageError)
     {
-        current = Mutex((config, settings))
         id = config.id
         self.index = index
         self.topics = MachineTopics(config, topics)
@@ -119,8 +115,9 @@ final class Machine: Sendable {
     }
 
     let id: String
-    var config: MachineConfig { current.withLock { $0.config } }
-    var settings: GameSettings { current.withLock { $0.settings } }
+    /// As the last reload left it: the game's own (``MachineState/machine``).
+    var config: MachineConfig { guarded.withLock { $0.game.machine } }
+    var settings: GameSettings { guarded.withLock { $0.game.settings } }
 
     // MARK: Entry points
 
@@ -282,7 +279,6 @@ final class Machine: Sendable {
     /// (``MachineState/reconfigure(_:settings:_:)``). The machine's id and
     /// topics stay.
     func reconfigure(_ config: MachineConfig, settings: GameSettings) {
-        current.withLock { $0 = (config, settings) }
         _ = transition { game, context in game.reconfigure(config, settings: settings, context) }
     }
 
@@ -584,11 +580,16 @@ final class Machine: Sendable {
 }
 
 extension Machine {
-    /// What the gateway subscribes to for this machine: its ack, result and
-    /// state. QoS 1, on the gateway's persistent session: what a PC says
-    /// while the gateway restarts waits for it at the broker (SPEC §13).
+    /// The topics the machine's PC speaks on: its ack, result and state.
+    var inbound: [(topic: String, kind: MachineTopic)] {
+        [(topics.ack, .ack), (topics.result, .result), (topics.state, .state)]
+    }
+
+    /// What the gateway subscribes to for this machine: ``inbound``, at QoS
+    /// 1, on the gateway's persistent session: what a PC says while the
+    /// gateway restarts waits for it at the broker (SPEC §13).
     var subscriptions: [(topic: String, qos: MQTTQoS)] {
-        [(topics.ack, .atLeastOnce), (topics.result, .atLeastOnce), (topics.state, .atLeastOnce)]
+        inbound.map { ($0.topic, .atLeastOnce) }
     }
 }
 
