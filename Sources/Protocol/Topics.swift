@@ -49,6 +49,9 @@ public enum MachineTopic: String, Sendable, CaseIterable {
     case result
     /// PC → gateway, retained, will `offline`: ``Presence``.
     case state
+    /// PC → gateway, QoS 1, never retained: a fault its board reported,
+    /// ``MachineFaultReport`` (SPEC §12).
+    case fault
     /// Gateway, retained: the ``QueueSnapshot``.
     case queue
     /// Gateway: one ``GameEvent`` per message.

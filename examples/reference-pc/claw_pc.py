@@ -2,11 +2,16 @@
 """A reference machine PC for claw-gateway: one claw machine on MQTT.
 
 Subscribes to the machine's control and camera topics, acknowledges every
-command, drives the hardware through the four stub functions below, and
-reports the result of each grab. The topics and payloads: docs/TOPICS.md and
+command, drives the hardware through the stub functions below, and reports the
+result of each grab. The topics and payloads: docs/TOPICS.md and
 docs/PROTOCOL.md. Needs paho-mqtt 1.6 (Debian bookworm: python3-paho-mqtt) or 2.x.
 
     CLAW_PC_PASSWORD=... ./claw_pc.py --host broker.arcade.lan --tls-ca ca.crt --machine m1
+
+With --serial PATH it drives a mainboard on that serial port instead of the
+stubs (board.py; pyserial, Debian: python3-serial): the coin starts the board's
+game with the coin's settings, moves and the grab become the board's frames,
+the board's result, faults and silence are published (README.md).
 """
 import argparse
 import json
@@ -15,6 +20,7 @@ import os
 import random
 import re
 import signal
+import sys
 import threading
 import time
 
@@ -23,9 +29,10 @@ import paho.mqtt.client as mqtt
 log = logging.getLogger("claw-pc")
 
 
-# --- Hardware: replace these four stubs with your machine's I/O. -------------
-# They are called from paho's network thread (drop_claw_and_wait_for_prize from
-# a thread of its own): return quickly, or the next command waits.
+# --- Hardware: replace these stubs with your machine's I/O. ------------------
+# They are called from paho's network thread (drop_claw_and_wait_for_prize and
+# home_gantry from a thread of their own): return quickly, or the next command
+# waits. With --serial the board (board.py) does their work instead.
 
 def move_claw(direction):
     """direction: up, down, left, right or stop."""
@@ -50,8 +57,14 @@ def drop_claw_and_wait_for_prize(result_delay, win_rate):
     return random.random() < win_rate
 
 
+def home_gantry():
+    """Reset (1002): send the gantry home, wait until it is there, return True."""
+    print("[hardware] home the gantry", flush=True)
+    return True
+
+
 # --- Protocol -----------------------------------------------------------------
-MOVE, GRAB, CAMERA, RESULT, ACK, ADD_COINS = 1, 2, 3, 4, 5, 1001
+MOVE, GRAB, CAMERA, RESULT, ACK, ADD_COINS, RESET = 1, 2, 3, 4, 5, 1001, 1002
 
 
 def as_int(value):
@@ -77,7 +90,7 @@ def as_text(value):
 
 
 def decode(payload):
-    """The command, data, serial and session of a message, or None if unreadable."""
+    """The command, data, serial, session and settings of a message, or None if unreadable."""
     try:
         message = json.loads(payload.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError):
@@ -85,7 +98,38 @@ def decode(payload):
     if not isinstance(message, dict) or as_int(message.get("command")) is None:
         return None
     return {"command": as_int(message["command"]), "data": as_text(message.get("data")),
-            "serial": as_int(message.get("serial")), "session": as_text(message.get("session"))}
+            "serial": as_int(message.get("serial")), "session": as_text(message.get("session")),
+            "settings": message.get("settings")}
+
+
+def game_settings(settings):
+    """The board's start from a coin's settings (docs/PROTOCOL.md, "The coin"):
+    (game_time, powers, strong, lift_height). Without settings: 30 s and the
+    board's own powers. Raises ValueError for a value out of its range."""
+    if settings is None:
+        return 30, {}, False, 0
+    if not isinstance(settings, dict):
+        raise ValueError("settings is not an object")
+    game_time = as_int(settings.get("game_time", 30))
+    if game_time is None or not 5 <= game_time <= 300:
+        raise ValueError(f"game_time {settings.get('game_time')!r} is not 5 to 300 s")
+    claw = settings.get("claw", {})
+    if not isinstance(claw, dict):
+        raise ValueError("claw is not an object")
+    powers = {}
+    for name in ("grab", "top", "move", "max"):
+        if name in claw:
+            power = as_int(claw[name])
+            if power is None or not 1 <= power <= 48:
+                raise ValueError(f"claw {name} {claw[name]!r} is not 1 to 48")
+            powers[name] = power
+    lift_height = as_int(settings.get("lift_height", 0))
+    if lift_height is None or not 0 <= lift_height <= 10:
+        raise ValueError(f"lift_height {settings.get('lift_height')!r} is not 0 to 10")
+    strong = settings.get("strong", False)
+    if not isinstance(strong, bool):
+        raise ValueError(f"strong {strong!r} is not true or false")
+    return game_time, powers, strong, lift_height
 
 
 class ClawPC:
@@ -94,8 +138,19 @@ class ClawPC:
         base = f"{args.topic_prefix}/{args.machine}"
         self.control, self.state = f"{base}/control", f"{base}/state"
         self.ack, self.result = f"{base}/ack", f"{base}/result"
+        self.fault = f"{base}/fault"
         self.camera = args.camera_topic or f"{base}/camera"
         self.session = None  # the session of the game in progress (from 1001)
+        self.board = None
+        if args.serial:
+            from board import Board  # board.py, next to this file
+            self.board = Board(args.serial, args.baud, heartbeat_interval=min(1.0, args.board_timeout / 3),
+                               silent_after=args.board_timeout, log=log)
+            self.board.on_result = self.board_result
+            self.board.on_fault = lambda number, code, text: self.publish_fault(code, text)
+            self.board.on_silent = lambda seconds: self.publish_fault(
+                "board_silent", f"the board has not answered for {seconds:.0f} s")
+            self.board.on_ready = self.board_ready
         # The site broker binds client ids to usernames: use the username.
         if hasattr(mqtt, "CallbackAPIVersion"):  # paho-mqtt 2.x
             self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.username, protocol=mqtt.MQTTv5)
@@ -145,7 +200,9 @@ class ClawPC:
         client.publish(self.ack, json.dumps(ack, separators=(",", ":")), qos=1)
 
         code, data = command["command"], command["data"]
-        if code == MOVE:
+        if self.board is not None:
+            self.drive_board(command)
+        elif code == MOVE:
             move_claw(data)
         elif code == CAMERA:
             switch_camera(data)
@@ -155,11 +212,16 @@ class ClawPC:
         elif code == GRAB:
             session = command["session"] or self.session
             threading.Thread(target=self.grab, args=(session,), daemon=True).start()
+        elif code == RESET:
+            threading.Thread(target=self.home, daemon=True).start()
         else:
             log.info("command %s needs nothing from this machine", code)
 
     def grab(self, session):
         won = drop_claw_and_wait_for_prize(self.args.result_delay, self.args.win_rate)
+        self.publish_result(won, session)
+
+    def publish_result(self, won, session):
         # Echo the game's session: a result that comes after the gateway closed
         # its game (result timeout) is then recognised as stale and cannot end
         # the next player's game. QoS 1 and never retained (a retained result
@@ -170,7 +232,77 @@ class ClawPC:
         self.client.publish(self.result, json.dumps(result, separators=(",", ":")), qos=1)
         log.info("result: %s", result)
 
+    def home(self):
+        # The reset's ack went out first; a fresh `online` after it takes the
+        # machine out of maintenance (docs/PROTOCOL.md, "Faults, maintenance and reset").
+        if home_gantry():
+            self.say_online("gantry home")
+
+    def say_online(self, why):
+        self.client.publish(self.state, "online", qos=1, retain=True)
+        log.info("%s; online again", why)
+
+    def publish_fault(self, code, text):
+        # QoS 1, never retained: a fault is an event (docs/TOPICS.md).
+        fault = {"code": code, "text": text}
+        self.client.publish(self.fault, json.dumps(fault, separators=(",", ":")), qos=1)
+        log.warning("fault: %s", fault)
+
+    # --- With --serial: the board does the hardware's work. -------------------
+
+    def drive_board(self, command):
+        code, data, board = command["command"], command["data"], self.board
+        if code == MOVE:
+            try:
+                board.move(data)
+                log.info("board: move %s", data)
+            except ValueError as error:
+                log.warning("board: move ignored: %s", error)
+        elif code == CAMERA:
+            switch_camera(data)
+        elif code == ADD_COINS:
+            self.session = command["session"]  # a new game
+            try:
+                game_time, powers, strong, lift_height = game_settings(command["settings"])
+                board.start(game_time, powers, strong, lift_height)
+            except ValueError as error:
+                # The board is not started: the gateway ends the game on the fault.
+                self.publish_fault("invalid_parameters", f"the coin's settings: {error}")
+                return
+            log.info("board: start game_time=%d claw=%s lift_height=%d strong=%s",
+                     game_time, powers or "board's own", lift_height, strong)
+        elif code == GRAB:
+            self.session = command["session"] or self.session
+            board.grab()
+            log.info("board: grab")
+        elif code == RESET:
+            board.reset()
+            log.info("board: reset sent; waiting for the gantry to be home")
+        else:
+            log.info("command %s needs nothing from this machine", code)
+
+    def board_result(self, won, value):
+        # The board also grabs by itself when the game time is up: its result
+        # belongs to the game of the last coin (or grab).
+        session, self.session = self.session, None
+        if session is None:
+            log.warning("board: a result (%d) with no game in progress; not published", value)
+            return
+        self.publish_result(won, session)
+
+    def board_ready(self):
+        self.say_online("board: gantry home")
+
     def run(self, stop):
+        if self.board is not None:
+            try:
+                self.board.open()
+            except ImportError:
+                log.error("--serial needs pyserial: apt-get install python3-serial (or pip install pyserial)")
+                return 2
+            except Exception as error:  # noqa: BLE001 - serial.SerialException, OSError
+                log.error("cannot open the board's port %s: %s", self.args.serial, error)
+                return 2
         self.client.connect_async(self.args.host, self.args.port, keepalive=10, clean_start=True)
         self.client.loop_start()  # connects, and reconnects, in the background
         stop.wait()
@@ -181,7 +313,10 @@ class ClawPC:
             log.warning("could not publish offline (%s)", error)
         self.client.disconnect()
         self.client.loop_stop()
+        if self.board is not None:
+            self.board.close()
         log.info("offline; stopped")
+        return 0
 
 
 def main():
@@ -197,7 +332,13 @@ def main():
     parser.add_argument("--camera-topic", help="the machine's camera_topic (default <prefix>/<machine>/camera)")
     parser.add_argument("--result-delay", type=float, default=3.0, help="stand-in: seconds from grab to result")
     parser.add_argument("--win-rate", type=float, default=0.3, help="stand-in: chance of a win, 0 to 1")
+    parser.add_argument("--serial", metavar="PATH", help="drive the mainboard on this serial port (board.py) instead of the stubs")
+    parser.add_argument("--baud", type=int, default=115200, help="the board's baud rate (default 115200)")
+    parser.add_argument("--board-timeout", type=float, default=5.0,
+                        help="seconds without a frame from the board before the fault board_silent (default 5)")
     args = parser.parse_args()
+    if args.board_timeout <= 0:
+        parser.error("--board-timeout must be more than 0")
     args.username = args.username or args.machine
     args.port = args.port or (8883 if args.tls_ca else 1883)
     password = args.password
@@ -210,7 +351,7 @@ def main():
     stop = threading.Event()
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, lambda *_: stop.set())
-    ClawPC(args, password or None).run(stop)
+    sys.exit(ClawPC(args, password or None).run(stop))
 
 
 if __name__ == "__main__":

@@ -88,8 +88,10 @@ struct RoomInfo: Encodable, Sendable, Equatable {
         httpPullUrl2 = camera(1)?.http
         hlsPullUrl1 = camera(0)?.hls
         hlsPullUrl2 = camera(1)?.hls
-        roomStatus = snapshot.online && !snapshot.paused
-        liveStatus = snapshot.paused ? 2 : snapshot.online ? 1 : 0
+        // Paused or in maintenance (SPEC §12): shown, but out of play.
+        let outOfPlay = snapshot.paused || snapshot.state == .maintenance
+        roomStatus = snapshot.online && !outOfPlay
+        liveStatus = outOfPlay ? 2 : snapshot.online ? 1 : 0
         self.onlineUserCount = onlineUserCount
         queueCount = snapshot.length
     }

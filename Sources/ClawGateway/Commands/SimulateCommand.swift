@@ -38,6 +38,15 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "How long after a grab the result comes.")
     var resultDelay: String = "3s"
 
+    @Option(
+        help: ArgumentHelp(
+            "Chance that a grab faults instead of ending in a result, 0 to 1.",
+            discussion: "The board reports claw_rise_timeout on claw/<m>/fault and refuses coins until a reset (1002) brings it home."))
+    var faultRate: Double = 0
+
+    @Option(help: "How long a reset (1002) takes: the gantry homes, then the PC says online again.")
+    var resetDelay: String = "1s"
+
     @Option(help: "Go offline after this long (and back after --offline-for), repeatedly.")
     var offlineAfter: String?
 
@@ -60,7 +69,10 @@ struct SimulateCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (0...1).contains(winRate) else { throw ValidationError("--win-rate must be between 0 and 1.") }
-        for (name, value) in [("--ack-delay", ackDelay), ("--result-delay", resultDelay), ("--offline-for", offlineFor)]
+        guard (0...1).contains(faultRate) else { throw ValidationError("--fault-rate must be between 0 and 1.") }
+        for (name, value) in [
+            ("--ack-delay", ackDelay), ("--result-delay", resultDelay), ("--reset-delay", resetDelay), ("--offline-for", offlineFor),
+        ]
             + (offlineAfter.map { [("--offline-after", $0)] } ?? [])
         where ConfigDuration.parse(value) == nil {
             throw ValidationError("\(name) must be a duration such as 500ms, 3s or 1m, not \"\(value)\".")
@@ -100,7 +112,8 @@ struct SimulateCommand: AsyncParsableCommand {
         let behaviour = MachineSimulator.Behaviour(
             winRate: winRate, ackDelay: ConfigDuration.parse(ackDelay) ?? .zero,
             resultDelay: ConfigDuration.parse(resultDelay) ?? .zero, offlineAfter: offlineAfter.flatMap(ConfigDuration.parse),
-            offlineFor: ConfigDuration.parse(offlineFor) ?? .seconds(10))
+            offlineFor: ConfigDuration.parse(offlineFor) ?? .seconds(10), faultRate: faultRate,
+            resetDelay: ConfigDuration.parse(resetDelay) ?? .zero)
         var services: [any Service] = []
         for machine in chosen {
             services.append(

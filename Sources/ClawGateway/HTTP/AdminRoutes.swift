@@ -21,6 +21,27 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
             let machine = try authorized(request, context)
             return try await answer(machine, "skip", machine.skip())
         }
+        router.post("/v1/machines/:id/reset") { request, context in
+            let machine = try authorized(request, context)
+            switch machine.reset() {
+            case .sent(let serial):
+                return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: "reset", changed: true, serial: serial))
+            case .offline:
+                throw Refusal(
+                    .conflict, code: ErrorCode.machineOffline.rawValue,
+                    "\(machine.id) is offline: its PC cannot take a reset. Check the PC and its connection to the broker.")
+            case .busy:
+                throw Refusal(
+                    .conflict, code: "game_in_progress",
+                    "\(machine.id) has a player: a reset would end their game. Skip the turn first, or wait for it to end.")
+            }
+        }
+        router.post("/v1/machines/:id/maintenance") { request, context in
+            let machine = try authorized(request, context)
+            let body = try await request.body.collect(upTo: Self.maxSettingsBody)
+            let (on, reason) = try Self.maintenanceBody(Array(buffer: body))
+            return try await answer(machine, "maintenance", machine.maintain(on: on, reason: reason))
+        }
         router.put("/v1/machines/:id/settings") { request, context in
             let machine = try authorized(request, context)
             let body = try await request.body.collect(upTo: Self.maxSettingsBody)
@@ -69,6 +90,36 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
         return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: action, changed: changed))
     }
 
+    /// `{"on":true|false,"reason":"…"}`: `on` required, `reason` optional
+    /// (only with `on`), at most ``MachineState/maxMaintenanceReason`` characters.
+    static func maintenanceBody(_ body: [UInt8]) throws -> (on: Bool, reason: String?) {
+        func refused(_ message: String) -> Refusal {
+            Refusal(.unprocessableContent, code: "invalid_body", message)
+        }
+        let decoded: MaintenanceBody
+        do {
+            decoded = try JSONDecoder().decode(MaintenanceBody.self, from: Data(body))
+        } catch DecodingError.keyNotFound(let key, _) {
+            throw refused("\(key.stringValue): required, true or false.")
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
+            let field = context.codingPath.last?.stringValue ?? ""
+            throw refused(field == "reason" ? "reason: a string." : "on: required, true or false.")
+        } catch {
+            throw refused(#"Send a JSON object: {"on":true,"reason":"…"} or {"on":false}."#)
+        }
+        if let keys = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] {
+            let unknown = keys.keys.filter { $0 != "on" && $0 != "reason" }.sorted()
+            guard unknown.isEmpty else { throw refused("Unknown field \(unknown.joined(separator: ", ")): only on and reason.") }
+        }
+        guard let text = decoded.reason else { return (decoded.on, nil) }
+        guard decoded.on else { throw refused("reason: only when taking the machine out (on: true).") }
+        let reason = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...MachineState.maxMaintenanceReason).contains(reason.count) else {
+            throw refused("reason: 1 to \(MachineState.maxMaintenanceReason) characters, not only spaces.")
+        }
+        return (true, reason)
+    }
+
     /// A settings body is a few hundred bytes.
     static var maxSettingsBody: Int { 4096 }
 
@@ -86,9 +137,17 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
     }
 }
 
+/// The body of `POST …/maintenance`, as JSON has it.
+private struct MaintenanceBody: Decodable {
+    var on: Bool
+    var reason: String?
+}
+
 struct AdminAnswer: Codable, Equatable {
     var machine: String
     var action: String
     /// False when there was nothing to do (already paused, nobody to skip).
     var changed: Bool
+    /// A reset's gateway serial: the PC's ack carries it.
+    var serial: Int64? = nil
 }

@@ -113,6 +113,10 @@ struct MachineObject: Encodable, Sendable {
     var queueLength: Int?
     var player: CurrentPlayer?
     var cameras: [Camera]?
+    /// In maintenance (SPEC §12): the board's fault, the operator's reason;
+    /// absent while they do not apply.
+    var fault: MachineFault?
+    var reason: String?
 
     struct Camera: Codable, Sendable {
         var id: String
@@ -149,6 +153,8 @@ struct MachineObject: Encodable, Sendable {
         suspect = snapshot.suspect
         queueLength = snapshot.length
         player = snapshot.player
+        fault = snapshot.fault
+        reason = snapshot.reason
     }
 
     enum CodingKeys: String, CodingKey {
@@ -156,7 +162,7 @@ struct MachineObject: Encodable, Sendable {
         case imAccount = "im_account"
         case online, state, paused, suspect
         case queueLength = "queue_length"
-        case player, cameras
+        case player, cameras, fault, reason
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -171,6 +177,8 @@ struct MachineObject: Encodable, Sendable {
         try container.encode(queueLength, forKey: .queueLength)
         try container.encode(player, forKey: .player)
         try container.encode(cameras, forKey: .cameras)
+        try container.encodeIfPresent(fault, forKey: .fault)
+        try container.encodeIfPresent(reason, forKey: .reason)
     }
 }
 

@@ -312,6 +312,7 @@ final class Arcade: Sendable {
         case .ack: machine.handleAck(message)
         case .result: machine.handleResult(message)
         case .state: machine.handlePresence(message)
+        case .fault: machine.handleFault(message)
         case .control, .camera, .queue, .events, .stats: break
         }
     }

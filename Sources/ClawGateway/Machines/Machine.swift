@@ -162,6 +162,25 @@ final class Machine: Sendable {
         _ = transition { game, context in game.presence(presence, retained: message.retain, context) }
     }
 
+    /// The PC's fault report on `claw/<m>/fault` (SPEC §12): the machine
+    /// goes into maintenance. A message that is not the documented JSON is
+    /// logged (now and then) and ignored: it never takes a machine out.
+    func handleFault(_ message: MQTTMessage) {
+        guard admit(ack: false, on: topics.fault) else { return }
+        if message.retain {
+            warn("Retained message on a machine topic ignored", topic: topics.fault, nil)
+            return
+        }
+        let report: MachineFaultReport
+        do throws(MachineFaultReport.Invalid) {
+            report = try MachineFaultReport.decode(message.payload)
+        } catch {
+            warn("Fault report not understood, ignored", topic: topics.fault, message.payload, error: error.message)
+            return
+        }
+        endingGame { game, context in game.fault(report, context) }
+    }
+
     /// Handles whatever deadline of the machine has passed; the arcade's
     /// deadlines call this.
     func fireDeadlines() {
@@ -177,13 +196,14 @@ final class Machine: Sendable {
     /// snapshot as it is.
     /// The gateway is connected to the broker again, on `connection`.
     func republish(connection: Int) {
-        endGameOfLostCoin { game, context in game.brokerReconnected(connection: connection, context) }
+        endingGame { game, context in game.brokerReconnected(connection: connection, context) }
     }
 
-    /// Runs a transition that may end a game whose coin the PC cannot be
-    /// known to have got; the commands of that game still waiting behind a
-    /// coin are forgotten in the same breath, so none of them reaches the PC.
-    private func endGameOfLostCoin(_ body: (inout MachineState, TransitionContext) -> Step<String?>) {
+    /// Runs a transition that may end a game early (its coin the PC cannot
+    /// be known to have got, its board's fault); the commands of that game
+    /// still waiting behind its coin are forgotten in the same breath, so
+    /// none of them reaches the PC.
+    private func endingGame(_ body: (inout MachineState, TransitionContext) -> Step<String?>) {
         _ = transition(body, then: { guarded, ended in
             if let ended { guarded.outbox.discardWaitingCommands(session: ended) }
         })
@@ -256,6 +276,7 @@ final class Machine: Sendable {
         metrics.queueLength.set(to: Double(snapshot.length))
         metrics.online.set(to: snapshot.online ? 1 : 0)
         metrics.suspect.set(to: snapshot.suspect ? 1 : 0)
+        metrics.maintenance.set(to: snapshot.state == .maintenance ? 1 : 0)
     }
 
     /// What storage must hold for this machine, for the writer's rewrite after a failure.
@@ -273,6 +294,17 @@ final class Machine: Sendable {
 
     func resume() -> (Bool, StorageWriter.Ticket?) {
         transition { game, context in game.resume(context) }
+    }
+
+    /// Takes the machine out of play by hand (after its game in progress)
+    /// or puts it back (SPEC §12).
+    func maintain(on: Bool, reason: String?) -> (Bool, StorageWriter.Ticket?) {
+        transition { game, context in game.maintain(on: on, reason: reason, context) }
+    }
+
+    /// Sends the PC a reset (1002); see ``MachineState/reset(_:)``.
+    func reset() -> MachineState.ResetOutcome {
+        transition { game, context in game.reset(context) }.0
     }
 
     /// A reload changed the machine's config or the game's settings
@@ -403,11 +435,11 @@ final class Machine: Sendable {
         defer {
             // After what this work tells: the game's end is told after its start.
             for serial in lostCoins where !halted.load(ordering: .acquiring) {
-                endGameOfLostCoin { game, context in game.coinNotPublished(serial: serial, context) }
+                endingGame { game, context in game.coinNotPublished(serial: serial, context) }
             }
             // A reconnect while a coin was on its way: was it before the coin went out, or after?
             for (serial, connection) in sentCoins where !halted.load(ordering: .acquiring) {
-                endGameOfLostCoin { game, context in game.coinPublished(serial: serial, on: connection, context) }
+                endingGame { game, context in game.coinPublished(serial: serial, on: connection, context) }
             }
         }
         for effect in work.tells where !halted.load(ordering: .acquiring) {
@@ -510,6 +542,18 @@ final class Machine: Sendable {
             logger.info("Machine online")
         case .offline:
             logger.warning("Machine offline")
+        case .fault:
+            logger.error(
+                "Machine fault: out of play until it is reset",
+                metadata: ["machine.fault": .string(event.data ?? ""), "machine.fault_text": .string(event.reason ?? "")])
+        case .maintenance:
+            logger.notice(
+                event.data == "on" ? "Machine taken out of play" : "Machine back in play",
+                metadata: ["machine.reason": .string(event.reason ?? "")])
+        case .reset:
+            logger.notice(
+                event.data == "sent" ? "Reset sent" : "Reset not acked",
+                metadata: ["mqtt.serial": .stringConvertible(event.serial ?? 0)])
         case .ackTimeout:
             logger.warning(
                 "Ack timed out",
@@ -580,9 +624,9 @@ final class Machine: Sendable {
 }
 
 extension Machine {
-    /// The topics the machine's PC speaks on: its ack, result and state.
+    /// The topics the machine's PC speaks on: its ack, result, state and faults.
     var inbound: [(topic: String, kind: MachineTopic)] {
-        [(topics.ack, .ack), (topics.result, .result), (topics.state, .state)]
+        [(topics.ack, .ack), (topics.result, .result), (topics.state, .state), (topics.fault, .fault)]
     }
 
     /// What the gateway subscribes to for this machine: ``inbound``, at QoS
@@ -595,7 +639,7 @@ extension Machine {
 
 /// A machine's topics, worked out once.
 struct MachineTopics: Sendable {
-    let control, camera, ack, result, state, queue, events, stats: String
+    let control, camera, ack, result, state, fault, queue, events, stats: String
 
     init(_ machine: MachineConfig, _ topics: Topics) {
         control = topics.machine(machine.id, .control)
@@ -603,6 +647,7 @@ struct MachineTopics: Sendable {
         ack = topics.machine(machine.id, .ack)
         result = topics.machine(machine.id, .result)
         state = topics.machine(machine.id, .state)
+        fault = topics.machine(machine.id, .fault)
         queue = topics.machine(machine.id, .queue)
         events = topics.machine(machine.id, .events)
         stats = topics.machine(machine.id, .stats)

@@ -17,10 +17,12 @@ struct MachineMetrics: Sendable {
     let queueLength: Gauge
     let online: Gauge
     let suspect: Gauge
+    let maintenance: Gauge
     let stats: MachineStats
     private let ackLatency: DurationHistogram
     private let dropped: [ErrorCode: Counter]
     private let games: [GameOutcome: Counter]
+    private let machine: String
 
     /// Ack latency buckets: a PC on the arcade's LAN acks in a few
     /// milliseconds; a second is already a problem.
@@ -40,6 +42,8 @@ struct MachineMetrics: Sendable {
         queueLength = registry.makeGauge(descriptor: Family.queueLength, labels: label)
         online = registry.makeGauge(descriptor: Family.online, labels: label)
         suspect = registry.makeGauge(descriptor: Family.suspect, labels: label)
+        maintenance = registry.makeGauge(descriptor: Family.maintenance, labels: label)
+        self.machine = machine
         ackLatency = registry.makeDurationHistogram(descriptor: Family.ackLatency, labels: label, buckets: Self.ackBuckets)
         dropped = Dictionary(
             uniqueKeysWithValues: ErrorCode.allCases.filter { $0.isRefusal && $0 != .unknownMachine }.map { code in
@@ -78,6 +82,12 @@ struct MachineMetrics: Sendable {
             ackTimeouts.increment()
         case .gameEnded:
             if let outcome = event.outcome { games[outcome]?.increment() }
+        case .fault:
+            // By the board's code: a series made on the first fault of each
+            // (codes are checked short and plain, MachineFaultReport).
+            GatewayMetrics.registry.makeCounter(
+                descriptor: GatewayMetrics.Family.faults, labels: [("machine", machine), ("code", event.data ?? "")]
+            ).increment()
         default:
             break
         }

@@ -49,6 +49,7 @@ extension MachineState {
             // Late (after its timeout), repeated, or not ours: nothing waits for it.
             return finish((), &fx)
         }
+        if pending.command == .reset { resetAcked(serial: serial) }
         if pending.command == .addCoins, let session = pending.session, phase.turn?.session == session {
             // The PC started the game: a restart from now on takes it up with its coin acked.
             modifyTurn { $0.coinAcked = true }
@@ -91,6 +92,7 @@ extension MachineState {
         if !retained {
             acksMissedInARow = 0
             clearSuspect(&fx)
+            resetDone(&fx)
         }
         switch link {
         case .online:
@@ -138,6 +140,7 @@ extension MachineState {
         // go out.
         let coinUnacked = phase.turn.map { acks.coin(for: $0.session) != nil } ?? false
         acks.removeAll()
+        resetLost()
         emit(.offline, &fx)
         guard let turn = phase.turn else { return }
         if coinUnacked, endGameOfLostCoin(turn.session, reason: Self.coinMachineOffline, &fx) { return }
@@ -232,6 +235,7 @@ extension MachineState {
                 emit(.suspect, &fx)
             }
             if pending.command == .addCoins { endGameOfLostCoin(pending.session, reason: Self.coinNotAcked, &fx) }
+            if pending.command == .reset { resetNotAcked(serial: serial, &fx) }
         }
         return finish((), &fx)
     }

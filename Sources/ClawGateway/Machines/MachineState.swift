@@ -117,6 +117,11 @@ struct MachineState: Sendable {
 
     /// The board settings the next coin carries.
     var boardSettings: MachineSettings { settingsOverride ?? machine.settings }
+    /// Out of play (SPEC §12): its board's fault, an operator's reason, or
+    /// both; nil: in play. Durable.
+    var maintenance: Maintenance?
+    /// A reset (1002) on its way: no turn is offered until it is done.
+    var reset: ResetProgress?
     var link: Link = .offline
     var paused: Bool
     /// The PC missed ``GameSettings/suspectAfter`` acks in a row: no new turn
@@ -150,6 +155,7 @@ struct MachineState: Sendable {
         paused = restored.paused
         lostInARow = restored.lostInARow
         settingsOverride = restored.settings
+        maintenance = restored.maintenance
         waiting = restored.queue
         snapshotSeq = restored.snapshotSeq
         nextSerial = firstSerial
@@ -160,9 +166,12 @@ struct MachineState: Sendable {
     var id: String { machine.id }
     var online: Bool { link == .online }
 
-    /// The state shown in snapshots, events and the read API.
+    /// The state shown in snapshots, events and the read API. A machine
+    /// taken out by an operator shows `maintenance` once its game in
+    /// progress is over.
     var status: MachineStatus {
-        online ? phase.status : .offline
+        if maintenance != nil, case .idle = phase { return .maintenance }
+        return online ? phase.status : .offline
     }
 
     /// The retained snapshot of this state (SPEC §4).
@@ -177,7 +186,8 @@ struct MachineState: Sendable {
                     accid: turn.player.accid, provider: turn.player.provider, nick: turn.player.nick, session: turn.session,
                     deadline: deadline.map { Timestamp.string(now.wall(at: $0)) })
             },
-            waiting: waiting.map { WaitingPlayer(accid: $0.accid, provider: $0.provider, nick: $0.nick) })
+            waiting: waiting.map { WaitingPlayer(accid: $0.accid, provider: $0.provider, nick: $0.nick) },
+            fault: maintenance?.fault, reason: maintenance?.reason)
     }
 
     /// The earliest moment at which ``expire(_:)`` has something to do: the
@@ -195,7 +205,7 @@ struct MachineState: Sendable {
     func durableImage(at now: Moment) -> DurableMachine {
         DurableMachine(
             machine: id, queue: waiting, snapshotSeq: snapshotSeq, paused: paused, openGame: openRecord(at: now),
-            settings: settingsOverride)
+            settings: settingsOverride, maintenance: maintenance)
     }
 
     /// The current turn's record while it is open, with what a restart
@@ -290,7 +300,7 @@ struct MachineState: Sendable {
 
     /// Offers the head of the queue the turn when the machine is free.
     mutating func offerNextTurn(_ fx: inout Effects) {
-        guard case .idle = phase, online, !paused, !suspect, !retiring, !waiting.isEmpty else { return }
+        guard case .idle = phase, online, !paused, !suspect, !retiring, maintenance == nil, reset == nil, !waiting.isEmpty else { return }
         let entry = waiting.removeFirst()
         fx.queueMoved(from: 0)
         sessionsMade += 1
@@ -412,4 +422,6 @@ struct DurableMachine: Sendable, Equatable {
     var openGame: GameRow?
     /// The board settings set at runtime, if any.
     var settings: MachineSettings? = nil
+    /// Why the machine is out of play, if it is.
+    var maintenance: Maintenance? = nil
 }

@@ -59,6 +59,12 @@ enum GatewayMetrics {
         static var suspect: MetricNameDescriptor {
             family("machine_suspect", "", "1 when the machine missed game.suspect_after acks in a row and offers no new turn.")
         }
+        static var faults: MetricNameDescriptor {
+            family("machine_faults", "total", "Faults the machine's PC reported on claw/<m>/fault, by machine and the board's code.")
+        }
+        static var maintenance: MetricNameDescriptor {
+            family("machine_maintenance", "", "1 while the machine is out of play: its board's fault, or an operator's maintenance.")
+        }
         static var mqttConnected: MetricNameDescriptor {
             family("mqtt_connected", "", "1 when the gateway is connected to the MQTT broker.")
         }
@@ -298,7 +304,7 @@ extension ErrorCode {
     /// a player that their turn ended (`offer_expired`, `no_result`).
     var isRefusal: Bool {
         switch self {
-        case .offerExpired, .noResult: false
+        case .offerExpired, .noResult, .machineFault: false
         default: true
         }
     }

@@ -2,11 +2,14 @@ import Foundation
 import Logging
 import Protocol
 import ServiceLifecycle
+import NIOConcurrencyHelpers
 
 /// Stands in for one machine's PC (and camera switch): says `online` on its
 /// retained `state` with an `offline` will, acknowledges every control and
 /// camera message, and reports a result some time after each grab, echoing
-/// the grab's `session` as a PC should (SPEC §2, "Sessions").
+/// the grab's `session` as a PC should (SPEC §2, "Sessions"). A grab may
+/// fault instead (`faultRate`): the board reports it on `claw/<m>/fault` and
+/// refuses coins until a reset (1002) has brought it home (SPEC §12).
 ///
 /// It logs in as the machine's own PC when given a ``Login`` (a site broker:
 /// deploy/mosquitto.conf binds each client id to its username, so PCs that
@@ -26,7 +29,14 @@ struct MachineSimulator: Service {
         /// Go offline (a clean `offline`) after this long online, for `offlineFor`; nil stays online.
         var offlineAfter: Duration?
         var offlineFor: Duration = .seconds(10)
+        /// Chance that a grab faults (``faultCode``) instead of ending in a result.
+        var faultRate = 0.0
+        /// How long a reset takes before the PC says `online` again.
+        var resetDelay: Duration = .seconds(1)
     }
+
+    /// The fault the simulated board reports: the claw did not come back up.
+    static let faultCode = "claw_rise_timeout"
 
     let machine: MachineConfig
     let topics: MachineTopics
@@ -35,6 +45,8 @@ struct MachineSimulator: Service {
     /// Where every message received is written down, if anywhere.
     let receipts: ReceiptLog?
     let logger: Logger
+    /// The board reported a fault and has not been reset since.
+    private let faulted = NIOLockedValueBox(false)
     /// What is to be done later (an ack, a result), for ``run()``'s task group to
     /// carry out: no task outlives the simulator.
     private let later: (stream: AsyncStream<Later>, continuation: AsyncStream<Later>.Continuation)
@@ -114,14 +126,36 @@ struct MachineSimulator: Service {
         after(behaviour.ackDelay) { [client, topics] in
             _ = try? client.publish(topics.ack, payload: WireMessage(.ack, data: "ok", serial: serial).encoded(), qos: .atLeastOnce)
         }
-        if command.code == .grab {
+        switch command.code {
+        case .grab where Double.random(in: 0..<1) < behaviour.faultRate:
+            faulted.withLockedValue { $0 = true }
+            after(behaviour.resultDelay) { [self] in reportFault("The claw did not rise within its time") }
+        case .addCoins where faulted.withLockedValue({ $0 }):
+            // A faulted board takes no game: it says so again.
+            after(behaviour.ackDelay) { [self] in reportFault("The board refuses to start: reset it first") }
+        case .reset:
+            after(behaviour.resetDelay) { [self] in
+                faulted.withLockedValue { $0 = false }
+                logger.notice("Simulated machine reset: the gantry is home")
+                // A fresh online: the gateway takes the machine back into play.
+                Self.say(.online, client: client, topics: topics)
+            }
+        case .grab:
             let won = Double.random(in: 0..<1) < behaviour.winRate
             let result = WireMessage(.result, data: String(won), session: command.session)
             after(behaviour.resultDelay) { [client, topics, logger] in
                 logger.info("Simulated machine reports a result", metadata: ["game.won": .stringConvertible(won)])
                 _ = try? client.publish(topics.result, payload: result.encoded(), qos: .atLeastOnce)
             }
+        default:
+            break
         }
+    }
+
+    private func reportFault(_ text: String) {
+        logger.warning("Simulated machine reports a fault", metadata: ["machine.fault": .string(Self.faultCode)])
+        let report = JSONCoding.encode(MachineFaultReport(code: Self.faultCode, text: text))
+        _ = try? client.publish(topics.fault, payload: report, qos: .atLeastOnce)
     }
 
     /// Goes offline and back, to show what players and operators see.

@@ -229,6 +229,10 @@ final class GameStore: Sendable {
             // Board settings an operator set at runtime (SPEC §12), over the file's.
             try db.execute(sql: "CREATE TABLE machine_settings (machine TEXT PRIMARY KEY, settings TEXT NOT NULL)")
         }
+        migrator.registerMigration("v9-machine-maintenance") { db in
+            // Why a machine is out of play (SPEC §12): its fault, an operator's reason.
+            try db.execute(sql: "CREATE TABLE machine_maintenance (machine TEXT PRIMARY KEY, maintenance TEXT NOT NULL)")
+        }
         return migrator
     }
 
@@ -267,12 +271,11 @@ final class GameStore: Sendable {
                         AND ended_at > COALESCE((SELECT MAX(ended_at) FROM games WHERE machine = ?1 AND outcome = 'won'), '')
                         """,
                     arguments: [machine]) ?? 0
-                let settings = try String.fetchOne(
-                    db, sql: "SELECT settings FROM machine_settings WHERE machine = ?", arguments: [machine]
-                ).flatMap { JSONCoding.decode(MachineSettings.self, from: Array($0.utf8)) }
+                let settings = try Self.kept(MachineSettings.self, in: "machine_settings", column: "settings", machine: machine, db)
+                let maintenance = try Self.kept(Maintenance.self, in: "machine_maintenance", column: "maintenance", machine: machine, db)
                 return RestoredMachine(
                     queue: queue, snapshotSeq: meta?["snapshot_seq"] ?? 0, paused: meta?["paused"] ?? false, openGames: open,
-                    lostInARow: lost, settings: settings)
+                    lostInARow: lost, settings: settings, maintenance: maintenance)
             }
         } catch {
             throw StorageError(path: path, operation: "restore \(machine)", underlying: error)
@@ -467,16 +470,36 @@ final class GameStore: Sendable {
                     ON CONFLICT (machine) DO UPDATE SET snapshot_seq = excluded.snapshot_seq, paused = excluded.paused
                     """,
                 arguments: [machine, seq, paused])
-        case .settings(let machine, let settings?):
-            try db.execute(
-                sql: """
-                    INSERT INTO machine_settings (machine, settings) VALUES (?, ?)
-                    ON CONFLICT (machine) DO UPDATE SET settings = excluded.settings
-                    """,
-                arguments: [machine, String(decoding: JSONCoding.encode(settings), as: UTF8.self)])
-        case .settings(let machine, nil):
-            try db.execute(sql: "DELETE FROM machine_settings WHERE machine = ?", arguments: [machine])
+        case .settings(let machine, let settings):
+            try keep(settings, in: "machine_settings", column: "settings", machine: machine, db)
+        case .maintenance(let machine, let maintenance):
+            try keep(maintenance, in: "machine_maintenance", column: "maintenance", machine: machine, db)
         }
+    }
+
+    /// A machine's value of a table that holds one JSON value per machine
+    /// (``keep(_:in:column:machine:_:)``), if it has one.
+    private static func kept<Value: Decodable>(
+        _ type: Value.Type, in table: String, column: String, machine: String, _ db: Database
+    ) throws -> Value? {
+        try String.fetchOne(db, sql: "SELECT \(column) FROM \(table) WHERE machine = ?", arguments: [machine])
+            .flatMap { JSONCoding.decode(type, from: Array($0.utf8)) }
+    }
+
+    /// A machine's one value of a table that holds one JSON value per
+    /// machine (its settings, its maintenance): written over what was
+    /// there, or deleted for nil.
+    private static func keep(_ value: (some Encodable)?, in table: String, column: String, machine: String, _ db: Database) throws {
+        guard let value else {
+            try db.execute(sql: "DELETE FROM \(table) WHERE machine = ?", arguments: [machine])
+            return
+        }
+        try db.execute(
+            sql: """
+                INSERT INTO \(table) (machine, \(column)) VALUES (?, ?)
+                ON CONFLICT (machine) DO UPDATE SET \(column) = excluded.\(column)
+                """,
+            arguments: [machine, String(decoding: JSONCoding.encode(value), as: UTF8.self)])
     }
 
     /// The whole record, over what was there: a start or an end whose
@@ -553,6 +576,7 @@ final class GameStore: Sendable {
         try apply(.meta(machine: image.machine, snapshotSeq: image.snapshotSeq, paused: image.paused), db, shipsRecords: false)
         if let game = image.openGame { try upsert(game, db) }
         try apply(.settings(machine: image.machine, image.settings), db, shipsRecords: false)
+        try apply(.maintenance(machine: image.machine, image.maintenance), db, shipsRecords: false)
     }
 
     private struct GameNotWritten: Error, CustomStringConvertible {
@@ -584,6 +608,8 @@ enum StoreChange: Sendable, Equatable {
     case meta(machine: String, snapshotSeq: Int64, paused: Bool)
     /// The board settings an operator set at runtime; nil: the file's again.
     case settings(machine: String, MachineSettings?)
+    /// Why the machine is out of play; nil: it is in play.
+    case maintenance(machine: String, Maintenance?)
 }
 
 /// A game's record as it is written.
@@ -635,6 +661,8 @@ struct RestoredMachine: Sendable, Equatable {
     var lostInARow = 0
     /// Board settings an operator set at runtime, over the file's.
     var settings: MachineSettings? = nil
+    /// Why the machine was out of play, if it was.
+    var maintenance: Maintenance? = nil
 }
 
 /// The storage failed; says which file and what it was doing.

@@ -51,6 +51,7 @@ extension HeavySuites {
                     topic write claw/\(id)/ack
                     topic write claw/\(id)/result
                     topic write claw/\(id)/state
+                    topic write claw/\(id)/fault
 
                     """))
                 #expect(acl.contains("user \(id)-camera\ntopic read claw/\(id)/camera\ntopic write claw/\(id)/ack\n"))

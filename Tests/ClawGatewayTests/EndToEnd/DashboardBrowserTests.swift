@@ -95,7 +95,7 @@ extension HeavySuites {
             }
         }
 
-        @Test func adminButtonsPauseResumeSkipAndRemoveWithTheRightTokenOnly() async throws {
+        @Test func adminButtonsPauseResumeSkipRemoveResetAndMaintenanceWithTheRightTokenOnly() async throws {
             try await E2ESite.with(game: Self.game, adminToken: Self.adminToken) { site in
                 let queue = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/queue"])
                 try await Self.play(site, "ann", nick: "Ann")
@@ -112,7 +112,9 @@ extension HeavySuites {
                     // Before a token is typed the buttons are there but off, saying why on hover.
                     let locked = try await page.execute(
                         "return Array.from(document.querySelectorAll('button[data-action]'), (button) => button.disabled && button.title.includes('admin token'))")
-                    #expect(locked == .array([WebDriver.JSON](repeating: .bool(true), count: 9)), "3 Remove, and Pause, Resume, Skip turn on both machines, all off")
+                    #expect(
+                        locked == .array([WebDriver.JSON](repeating: .bool(true), count: 15)),
+                        "3 Remove, and Pause, Resume, Skip turn, Reset, Maintenance, Back in play on both machines, all off")
                     let input = try await page.find("#admin-token")
 
                     // A wrong token: refused, and nothing changes.
@@ -160,6 +162,43 @@ extension HeavySuites {
                         let outcomes = try await Self.texts(page, "m1", "ol.results li .outcome")
                         return player == ["Cat"] && queue == ["Dan"] && outcomes.first == "skipped"
                     }
+
+                    // Maintenance by hand: cat's offer stands and the card says it will be out after it.
+                    try await Self.press(page, #"button[data-action="maintenance-on"][data-machine="m1"]"#)
+                    try await eventually("the snapshot to give the reason") { Self.latest(queue)?["reason"] as? String == "taken out from the dashboard" }
+                    try await page.waitFor("the reason on the card, the game still on") {
+                        let fault = try await Self.texts(page, "m1", "p.fault"), badges = try await Self.badges(page, "m1")
+                        return fault.first?.contains("after the game in progress") == true && badges.contains("Maintenance")
+                    }
+                    try await Self.press(page, #"button[data-action="skip"][data-machine="m1"]"#)
+                    try await page.waitFor("m1 in maintenance, dan not offered") {
+                        let state = try await page.execute("return document.querySelector('\(Self.card("m1"))').dataset.state")
+                        let waiting = try await Self.queue(page, "m1")
+                        return state == .string("maintenance") && waiting == ["Dan"]
+                    }
+                    #expect(Self.latest(queue)?["player"] is NSNull)
+                    try await Self.press(page, #"button[data-action="maintenance-off"][data-machine="m1"]"#)
+                    try await eventually("dan to be offered the turn") {
+                        (Self.latest(queue)?["player"] as? [String: Any])?["accid"] as? String == "dan"
+                    }
+
+                    // The board faults: dan's offer is taken back; the card shows the fault; Reset brings m1 back.
+                    try queue.client.publish(
+                        "claw/m1/fault", payload: Array(#"{"code":"gantry_home_timeout","text":"The gantry did not come home"}"#.utf8),
+                        qos: .atLeastOnce)
+                    try await page.waitFor("the fault on the card") {
+                        let code = try await Self.texts(page, "m1", "p.fault .fault-code")
+                        let state = try await page.execute("return document.querySelector('\(Self.card("m1"))').dataset.state")
+                        let waiting = try await Self.queue(page, "m1")
+                        return code == ["gantry_home_timeout"] && state == .string("maintenance") && waiting == ["Dan"]
+                    }
+                    try await Self.press(page, #"button[data-action="reset"][data-machine="m1"]"#)
+                    try await page.waitFor("m1 back in play, dan offered again, the fault gone") {
+                        let player = try await Self.texts(page, "m1", ".player .nick")
+                        let hidden = try await page.execute("return document.querySelector('\(Self.card("m1")) p.fault').hidden")
+                        return player == ["Dan"] && hidden == .bool(true)
+                    }
+                    #expect(Self.latest(queue)?["fault"] == nil)
                 }
                 await queue.stop()
             }

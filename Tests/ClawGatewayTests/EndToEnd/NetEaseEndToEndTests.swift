@@ -75,16 +75,11 @@ extension HeavySuites {
                 try pc.client.publish("claw/m1/state", payload: Array("online".utf8), qos: .atLeastOnce, retain: true)
                 try await pc.waitFor("claw/m1/events") { $0.contains(#""type":"online""#) }
 
-                func notices(to player: String) -> [WireMessage] {
-                    site.netease.attachments(to: player).compactMap { try? WireMessage.decode(Array($0.utf8)) }
-                        .filter { $0.code == .error && $0.serial == nil }
-                }
-
                 // Alice never accepts her offer.
                 try await site.copy(from: "alice", #"{"command":6}"#)
                 _ = try await site.offeredSession(to: "alice")
-                try await eventually("alice to be told her offer expired") { notices(to: "alice").contains { $0.data == "offer_expired" } }
-                #expect(notices(to: "alice").first?.message?.contains("Join again") == true)
+                try await eventually("alice to be told her offer expired") { site.notices(to: "alice").contains { $0.data == "offer_expired" } }
+                #expect(site.notices(to: "alice").first?.message?.contains("Join again") == true)
 
                 // Bob grabs and the PC never answers.
                 try await site.copy(from: "bob", #"{"command":6}"#)
@@ -93,7 +88,7 @@ extension HeavySuites {
                 try await pc.ackCoin(session: bob)
                 try await site.copy(from: "bob", #"{"command":2,"serial":1}"#)
                 try await pc.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":2,"#) }
-                try await eventually("bob to be told no result came") { notices(to: "bob").contains { $0.data == "no_result" } }
+                try await eventually("bob to be told no result came") { site.notices(to: "bob").contains { $0.data == "no_result" } }
 
                 // Carol's PC drops mid-game and stays away: told once it is kept, once it has ended.
                 try await site.copy(from: "carol", #"{"command":6}"#)
@@ -101,8 +96,8 @@ extension HeavySuites {
                 try await site.copy(from: "carol", #"{"command":12,"data":"\#(carol)"}"#)
                 try await pc.ackCoin(session: carol)
                 try pc.client.publish("claw/m1/state", payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
-                try await eventually("carol to be told the game ended") { notices(to: "carol").count == 2 }
-                let told = notices(to: "carol")
+                try await eventually("carol to be told the game ended") { site.notices(to: "carol").count == 2 }
+                let told = site.notices(to: "carol")
                 #expect(told.map(\.data) == ["machine_offline", "machine_offline"])
                 #expect(told.first?.message?.contains("kept for 1 s") == true)
                 #expect(told.last?.message?.contains("ended") == true)

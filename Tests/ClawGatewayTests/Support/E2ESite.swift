@@ -183,6 +183,16 @@ final class E2ESite {
         return try #require(player?["session"] as? String, "\(machine) has no current turn")
     }
 
+    /// What the fake NetEase API delivered to `player`, decoded.
+    func told(_ player: String) -> [WireMessage] {
+        netease.attachments(to: player).compactMap { try? WireMessage.decode(Array($0.utf8)) }
+    }
+
+    /// The 9s `player` was sent that answer no request: their turn changed without them.
+    func notices(to player: String) -> [WireMessage] {
+        told(player).filter { $0.code == .error && $0.serial == nil }
+    }
+
     /// The session of the last turn offer the fake NetEase API delivered to `player`.
     func offeredSession(to player: String) async throws -> String {
         var session: String?

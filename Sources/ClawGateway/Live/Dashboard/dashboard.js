@@ -193,6 +193,8 @@
       const stateRow = el("div", "state-row");
       stateRow.append(machine.state, machine.countdown);
       machine.player = el("p", "player");
+      machine.fault = el("p", "fault");
+      machine.fault.hidden = true;
       const queueHead = el("h3", null, "Queue");
       machine.queueLength = el("span", "count");
       queueHead.append(" ", machine.queueLength);
@@ -203,7 +205,7 @@
       machine.latency = el("p", "latency", "Ack latency: –");
       machine.drops = el("p", "drops", "Dropped: –");
       machine.last = el("p", "last", "");
-      card.append(head, stateRow, machine.player, queueHead, machine.queue, resultsHead, machine.resultList, machine.today, machine.latency, machine.drops, machine.last);
+      card.append(head, stateRow, machine.fault, machine.player, queueHead, machine.queue, resultsHead, machine.resultList, machine.today, machine.latency, machine.drops, machine.last);
       machine.controls = el("div", "controls");
       card.append(machine.controls);
       machine.card = card;
@@ -221,9 +223,18 @@
     else badges.push(s.online ? ["Online", "good"] : ["Offline", "bad"]);
     if (s.paused) badges.push(["Paused", "info"]);
     if (s.suspect) badges.push(["Suspect", "alert"]);
+    if (s.fault || s.reason) badges.push(["Maintenance", "alert"]);
     machine.badges.replaceChildren(...badges.map(([text, kind]) => el("span", "pill " + kind, text)));
     machine.card.dataset.state = reconnecting ? "reconnecting" : s.state;
     machine.state.textContent = reconnecting ? "reconnecting (game kept)" : s.state.replace(/_/g, " ");
+    // Out of play (SPEC §12): the board's fault, or the operator's reason
+    // (while a game in progress finishes, too).
+    machine.fault.hidden = !(s.fault || s.reason);
+    machine.fault.replaceChildren();
+    if (s.fault) {
+      machine.fault.append(el("strong", "fault-code", s.fault.code), " ", s.fault.text || "", " ", el("span", "meta", "since " + clockTime(s.fault.at)));
+    }
+    if (s.reason) machine.fault.append((s.fault ? " · " : "") + "Taken out: " + s.reason + (s.state === "maintenance" ? "" : " (after the game in progress)"));
     machine.player.replaceChildren();
     if (s.player) {
       machine.player.append(el("span", "label", "Player "));
@@ -383,7 +394,7 @@
       input.disabled = false;
       $("admin-forget").hidden = false;
       input.value = sessionStorage.getItem(TOKEN_KEY) || "";
-      if (!input.value) adminStatus("Enter the admin token to pause, resume, skip and remove.", "meta");
+      if (!input.value) adminStatus("Enter the admin token to pause, resume, skip, remove, reset and take machines out.", "meta");
     }
     renderControls();
   }
@@ -392,7 +403,9 @@
     for (const machine of page.machines.values()) {
       machine.controls.replaceChildren();
       if (!adminOn()) continue;
-      for (const [action, text] of [["pause", "Pause"], ["resume", "Resume"], ["skip", "Skip turn"]]) {
+      const actions = [["pause", "Pause"], ["resume", "Resume"], ["skip", "Skip turn"], ["reset", "Reset"],
+        ["maintenance-on", "Maintenance"], ["maintenance-off", "Back in play"]];
+      for (const [action, text] of actions) {
         const button = el("button", null, text);
         button.type = "button";
         button.dataset.action = action;
@@ -419,6 +432,7 @@
     }
     const id = button.dataset.machine;
     const action = button.dataset.action;
+    const said = { "maintenance-on": "take out", "maintenance-off": "put back" }[action] || action;
     const base = "/v1/machines/" + encodeURIComponent(id);
     const request =
       action === "remove"
@@ -427,18 +441,23 @@
               (button.dataset.provider ? "?provider=" + encodeURIComponent(button.dataset.provider) : ""),
             method: "DELETE",
           }
-        : { url: base + "/" + action, method: "POST" };
+        : action.startsWith("maintenance-")
+          ? { url: base + "/maintenance", method: "POST",
+              body: JSON.stringify(action === "maintenance-on" ? { on: true, reason: "taken out from the dashboard" } : { on: false }) }
+          : { url: base + "/" + action, method: "POST" };
     button.classList.add("busy");
     button.disabled = true;
-    fetch(request.url, { method: request.method, headers: { Authorization: "Bearer " + token } })
+    const headers = { Authorization: "Bearer " + token };
+    if (request.body) headers["Content-Type"] = "application/json";
+    fetch(request.url, { method: request.method, headers, body: request.body })
       .then((response) => response.json().catch(() => ({})).then((body) => ({ response, body })))
       .then(({ response, body }) => {
         if (response.status === 401) {
           adminStatus("The admin token was refused (401): check http.admin_token.", "error");
         } else if (!response.ok) {
-          adminStatus(action + " " + id + " failed: " + (body.message || response.status), "error");
+          adminStatus(said + " " + id + " failed: " + (body.message || response.status), "error");
         } else {
-          const what = action === "remove" ? "removed " + button.dataset.accid + " from " + id : action + " " + id;
+          const what = action === "remove" ? "removed " + button.dataset.accid + " from " + id : said + " " + id;
           adminStatus(body.changed === false ? "Nothing to do: " + what : "Done: " + what, "ok");
         }
       })
@@ -464,7 +483,7 @@
       const token = input.value.trim();
       if (token) sessionStorage.setItem(TOKEN_KEY, token);
       else sessionStorage.removeItem(TOKEN_KEY);
-      if (adminOn()) adminStatus(token ? "Token kept for this tab." : "Enter the admin token to pause, resume, skip and remove.", "meta");
+      if (adminOn()) adminStatus(token ? "Token kept for this tab." : "Enter the admin token to pause, resume, skip, remove, reset and take machines out.", "meta");
       lockAll();
     });
     $("admin").addEventListener("submit", (event) => event.preventDefault());
