@@ -33,7 +33,11 @@ claw_install_packages() {
 # warnings are errors, and the gateway's own modules are testable (the tests
 # need their internal symbols: Package.swift's `testable`, for those modules
 # only). scripts/package links the same objects again with the Swift runtime in.
-CLAW_BUILD_FLAGS=(-c release -Xswiftc -warnings-as-errors)
+# No debug information: the package strips it anyway, and leaving it out of
+# the dependencies' C and Swift (two BoringSSLs, NIO, GRDB) takes a sixth off
+# a build from scratch (15m35s to 13m11s on two cores); a crash's backtrace
+# still names the functions.
+CLAW_BUILD_FLAGS=(-c release -Xswiftc -warnings-as-errors -debug-info-format none)
 CLAW_BIN_DIR=.build/release
 
 # mosquitto lives in /usr/sbin, which is not on every user's PATH.
