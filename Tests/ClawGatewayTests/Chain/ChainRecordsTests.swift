@@ -315,9 +315,19 @@ final class GameLoop: Sendable {
                 every: .seconds(5), { _ in await send(#"{"command":6,"data":"\#(player)"}"#) },
                 until: { replies().last { $0.code == .turnOffer }?.data })
         else { return false }
+        // The accept again while no coin comes; given up as soon as the offer
+        // is over (it ran out while the site restarted, say): waiting out the
+        // lane's 40 s would leave the next player no time to play.
         guard
-            await step(every: .seconds(3), { _ in await send(#"{"command":12,"data":"\#(session)"}"#) }, until: { lane.coin(session) ? true : nil })
-                == true
+            await step(
+                every: .seconds(3), { _ in await send(#"{"command":12,"data":"\#(session)"}"#) },
+                until: { () -> Bool? in
+                    if lane.coin(session) { return true }
+                    if replies().contains(where: { $0.code == .error && $0.serial == nil && $0.data == ErrorCode.offerExpired.rawValue }) {
+                        return false
+                    }
+                    return nil
+                }) == true
         else { return false }
         // The grab again, with a new serial, while no result comes: longer apart than the PC's 2 s to a result.
         let result = await step(
