@@ -233,6 +233,7 @@ final class GameStore: Sendable {
             // Why a machine is out of play (SPEC §12): its fault, an operator's reason.
             try db.execute(sql: "CREATE TABLE machine_maintenance (machine TEXT PRIMARY KEY, maintenance TEXT NOT NULL)")
         }
+        registerLedger(&migrator)
         return migrator
     }
 

@@ -1,0 +1,170 @@
+import Foundation
+import GRDB
+
+/// One entry of a player's wallet (SPEC §11): append-only, never changed or
+/// deleted. Keyed where the spec keys it: a top-up by its order id, a debit
+/// and a refund by the game's session (at most one of each per game).
+struct LedgerEntry: Sendable, Equatable {
+    enum Kind: String, Sendable, CaseIterable {
+        case topup, debit, refund, adjust
+    }
+
+    var wallet: PlayerAddress
+    var kind: Kind
+    /// Signed: a debit is negative, a top-up and a refund positive, an adjustment either.
+    var credits: Int64
+    /// A top-up's order id, a debit's or refund's session; nil for an adjustment.
+    var key: String?
+    /// An adjustment's reason (`welcome` for a new tourist's credits).
+    var reason: String?
+    /// A top-up's body digest: the same order with other content is a conflict.
+    var digest: String?
+    var at: Date
+}
+
+/// What became of an entry offered to the ledger.
+enum LedgerAppend: Sendable, Equatable {
+    /// Written; the wallet's balance after it.
+    case written(balance: Int64)
+    /// An entry with its kind and key is there already, with the same digest:
+    /// nothing written (a top-up sent again, a debit asked twice).
+    case duplicate(balance: Int64)
+    /// An entry with its kind and key is there already, with another digest.
+    case conflict
+    /// It would take the balance below 0: nothing written.
+    case insufficient(balance: Int64)
+}
+
+/// A wallet as read: its balance and a page of its entries, newest first.
+struct WalletPage: Sendable, Equatable {
+    var balance: Int64
+    var entries: [LedgerEntry]
+}
+
+extension GameStore {
+    /// The ledger's tables (SPEC §11): the entries, and each wallet's
+    /// balance kept with them in the same transaction. SQLite itself refuses
+    /// what must never happen: an entry changed or deleted, a second entry of
+    /// one kind and key, a balance below 0.
+    static func registerLedger(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v10-ledger") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE ledger (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        provider TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        kind TEXT NOT NULL CHECK (kind IN ('topup', 'debit', 'refund', 'adjust')),
+                        credits INTEGER NOT NULL CHECK (
+                            (kind = 'debit' AND credits < 0) OR (kind IN ('topup', 'refund') AND credits > 0)
+                            OR (kind = 'adjust' AND credits <> 0)),
+                        key TEXT CHECK ((kind = 'adjust') = (key IS NULL)),
+                        reason TEXT,
+                        digest TEXT,
+                        at TEXT NOT NULL
+                    );
+                    CREATE UNIQUE INDEX ledger_once ON ledger (kind, key) WHERE key IS NOT NULL;
+                    CREATE INDEX ledger_by_wallet ON ledger (provider, account, seq);
+                    CREATE TRIGGER ledger_never_changed BEFORE UPDATE ON ledger
+                        BEGIN SELECT RAISE(ABORT, 'ledger entries are never changed'); END;
+                    CREATE TRIGGER ledger_never_deleted BEFORE DELETE ON ledger
+                        BEGIN SELECT RAISE(ABORT, 'ledger entries are never deleted'); END;
+                    CREATE TABLE wallets (
+                        provider TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        balance INTEGER NOT NULL CHECK (balance >= 0),
+                        PRIMARY KEY (provider, account)
+                    );
+                    """)
+        }
+    }
+
+    /// Offers `entry` to the ledger in a transaction of its own.
+    func append(_ entry: LedgerEntry) async throws(StorageError) -> LedgerAppend {
+        do {
+            return try await pool.write { db in try Self.append(entry, db) }
+        } catch {
+            throw StorageError(path: path, operation: "append to the ledger", underlying: error)
+        }
+    }
+
+    /// Offers `entry` to the ledger within the caller's transaction, so that
+    /// it is written with what causes it (a debit with its game's start, a
+    /// refund with its end) or not at all.
+    static func append(_ entry: LedgerEntry, _ db: Database) throws -> LedgerAppend {
+        let balance = try self.balance(entry.wallet, db)
+        if let key = entry.key,
+            let kept = try Row.fetchOne(db, sql: "SELECT digest FROM ledger WHERE kind = ? AND key = ?", arguments: [entry.kind.rawValue, key])
+        {
+            return (kept["digest"] as String?) == entry.digest ? .duplicate(balance: balance) : .conflict
+        }
+        let after = balance + entry.credits
+        guard after >= 0 else { return .insufficient(balance: balance) }
+        try db.execute(
+            sql: "INSERT INTO ledger (provider, account, kind, credits, key, reason, digest, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            arguments: [
+                entry.wallet.provider, entry.wallet.accid, entry.kind.rawValue, entry.credits, entry.key, entry.reason, entry.digest,
+                Timestamp.string(entry.at),
+            ])
+        try db.execute(
+            sql: """
+                INSERT INTO wallets (provider, account, balance) VALUES (?, ?, ?)
+                ON CONFLICT (provider, account) DO UPDATE SET balance = excluded.balance
+                """,
+            arguments: [entry.wallet.provider, entry.wallet.accid, after])
+        return .written(balance: after)
+    }
+
+    /// A wallet's balance as kept (0 for a wallet with no entry).
+    static func balance(_ wallet: PlayerAddress, _ db: Database) throws -> Int64 {
+        try Int64.fetchOne(
+            db, sql: "SELECT balance FROM wallets WHERE provider = ? AND account = ?", arguments: [wallet.provider, wallet.accid]) ?? 0
+    }
+
+    /// A wallet's balance and its entries, newest first.
+    func wallet(_ wallet: PlayerAddress, limit: Int, offset: Int) async throws(StorageError) -> WalletPage {
+        do {
+            return try await pool.read { db in
+                let entries = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT kind, credits, key, reason, digest, at FROM ledger WHERE provider = ? AND account = ?
+                        ORDER BY seq DESC LIMIT ? OFFSET ?
+                        """,
+                    arguments: [wallet.provider, wallet.accid, limit, offset]
+                ).map { row in
+                    LedgerEntry(
+                        wallet: wallet, kind: LedgerEntry.Kind(rawValue: row["kind"]) ?? .adjust, credits: row["credits"], key: row["key"],
+                        reason: row["reason"], digest: row["digest"], at: Timestamp.date(row["at"]) ?? Date(timeIntervalSince1970: 0))
+                }
+                return WalletPage(balance: try Self.balance(wallet, db), entries: entries)
+            }
+        } catch {
+            throw StorageError(path: path, operation: "read a wallet", underlying: error)
+        }
+    }
+
+    /// Wallets whose kept balance is not the sum of their entries: none,
+    /// unless the file was tampered with (a test checks it after its runs).
+    func walletsOutOfBalance() throws(StorageError) -> [PlayerAddress] {
+        do {
+            return try pool.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT provider, account FROM (
+                            SELECT w.provider, w.account, w.balance, COALESCE(SUM(l.credits), 0) AS total
+                            FROM wallets w LEFT JOIN ledger l ON l.provider = w.provider AND l.account = w.account
+                            GROUP BY w.provider, w.account
+                        ) WHERE balance <> total
+                        UNION
+                        SELECT provider, account FROM ledger l WHERE NOT EXISTS (
+                            SELECT 1 FROM wallets w WHERE w.provider = l.provider AND w.account = l.account)
+                        """
+                ).map { PlayerAddress(accid: $0["account"], provider: $0["provider"]) }
+            }
+        } catch {
+            throw StorageError(path: path, operation: "check the wallets", underlying: error)
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import ClawGateway
+
+/// The site's ledger in SQLite (SPEC §11): append-only entries, each key
+/// once, a balance that never goes below 0, kept with its entries in one
+/// transaction.
+@Suite struct LedgerStoreTests {
+    static let alice = PlayerAddress(accid: "alice", provider: "netease")
+    static let at = Date(timeIntervalSince1970: 1_795_000_000)
+
+    static func store() throws -> GameStore {
+        let directory = try TemporaryDirectory.make(prefix: "ledger")
+        return try GameStore(path: GameHarness.databasePath(in: directory))
+    }
+
+    static func entry(
+        _ kind: LedgerEntry.Kind, _ credits: Int64, key: String?, digest: String? = nil, reason: String? = nil,
+        wallet: PlayerAddress = alice
+    ) -> LedgerEntry {
+        LedgerEntry(wallet: wallet, kind: kind, credits: credits, key: key, reason: reason, digest: digest, at: at)
+    }
+
+    @Test func topUpsDebitsAndRefundsEachOncePerKey() async throws {
+        let store = try Self.store()
+        #expect(try await store.append(Self.entry(.topup, 10, key: "order-1", digest: "d1")) == .written(balance: 10))
+        #expect(try await store.append(Self.entry(.topup, 10, key: "order-1", digest: "d1")) == .duplicate(balance: 10), "sent again")
+        #expect(try await store.append(Self.entry(.topup, 99, key: "order-1", digest: "d2")) == .conflict, "the same order, other content")
+        #expect(try await store.append(Self.entry(.debit, -3, key: "s1")) == .written(balance: 7))
+        #expect(try await store.append(Self.entry(.debit, -3, key: "s1")) == .duplicate(balance: 7), "one debit per game")
+        #expect(try await store.append(Self.entry(.refund, 3, key: "s1")) == .written(balance: 10))
+        #expect(try await store.append(Self.entry(.refund, 3, key: "s1")) == .duplicate(balance: 10), "one refund per game")
+        #expect(try await store.append(Self.entry(.adjust, -4, key: nil, reason: "goodwill reversed")) == .written(balance: 6))
+
+        let page = try await store.wallet(Self.alice, limit: 2, offset: 0)
+        #expect(page.balance == 6)
+        #expect(page.entries.map(\.kind) == [.adjust, .refund], "newest first")
+        #expect(try await store.wallet(Self.alice, limit: 10, offset: 2).entries.map(\.kind) == [.debit, .topup])
+        #expect(try await store.wallet(PlayerAddress(accid: "alice", provider: "generic"), limit: 10, offset: 0) == WalletPage(balance: 0, entries: []))
+        #expect(try store.walletsOutOfBalance().isEmpty)
+    }
+
+    @Test func nothingTakesABalanceBelowZero() async throws {
+        let store = try Self.store()
+        #expect(try await store.append(Self.entry(.debit, -1, key: "s1")) == .insufficient(balance: 0))
+        #expect(try await store.append(Self.entry(.topup, 2, key: "o", digest: "d")) == .written(balance: 2))
+        #expect(try await store.append(Self.entry(.adjust, -3, key: nil, reason: "x")) == .insufficient(balance: 2))
+        #expect(try await store.append(Self.entry(.debit, -2, key: "s2")) == .written(balance: 0))
+        #expect(try await store.wallet(Self.alice, limit: 10, offset: 0).entries.count == 2, "nothing refused was written")
+    }
+
+    /// A debit written with its game's start: when the transaction fails, neither is there.
+    @Test func anEntryIsWrittenWithWhatCausesItOrNotAtAll() async throws {
+        let store = try Self.store()
+        _ = try await store.append(Self.entry(.topup, 5, key: "o", digest: "d"))
+        struct Crash: Error {}
+        #expect(throws: Crash.self) {
+            try store.pool.write { db in
+                #expect(try GameStore.append(Self.entry(.debit, -1, key: "s1"), db) == .written(balance: 4))
+                throw Crash()
+            }
+        }
+        #expect(try await store.wallet(Self.alice, limit: 10, offset: 0).balance == 5)
+        #expect(try await store.append(Self.entry(.debit, -1, key: "s1")) == .written(balance: 4), "the debit was never written")
+    }
+
+    /// SQLite refuses what must never happen, whatever writes to the file.
+    @Test func theFileRefusesChangesDeletionsAndOverdrafts() async throws {
+        let store = try Self.store()
+        _ = try await store.append(Self.entry(.topup, 5, key: "o", digest: "d"))
+        for sql in [
+            "UPDATE ledger SET credits = 500", "DELETE FROM ledger", "UPDATE wallets SET balance = -1",
+            "INSERT INTO ledger (provider, account, kind, credits, key, at) VALUES ('netease', 'alice', 'debit', 3, 's9', 'x')",
+            "INSERT INTO ledger (provider, account, kind, credits, key, at) VALUES ('netease', 'alice', 'topup', 1, 'o', 'x')",
+            "INSERT INTO ledger (provider, account, kind, credits, key, at) VALUES ('netease', 'alice', 'adjust', 1, 'k', 'x')",
+        ] {
+            #expect(throws: (any Error).self, "\(sql)") { try store.pool.write { db in try db.execute(sql: sql) } }
+        }
+        #expect(try await store.wallet(Self.alice, limit: 10, offset: 0).balance == 5)
+
+        // A kept balance that is not the sum of its entries is found.
+        try await store.pool.write { db in try db.execute(sql: "UPDATE wallets SET balance = 4") }
+        #expect(try store.walletsOutOfBalance() == [Self.alice])
+    }
+}
