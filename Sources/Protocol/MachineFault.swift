@@ -1,5 +1,3 @@
-import Foundation
-
 /// What a machine's PC publishes on `claw/<m>/fault` when its board reports
 /// a fault (SPEC §12): `{"code":"claw_rise_timeout","text":"…"}`.
 ///
@@ -28,22 +26,27 @@ public struct MachineFaultReport: Sendable, Equatable, Codable {
     /// letters, digits, `_`, `-` or `.`, and whose `text`, if any, is a
     /// string of at most 500 characters. Anything else is refused, saying why.
     public static func decode(_ payload: [UInt8]) throws(Invalid) -> MachineFaultReport {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else {
-            throw Invalid(message: "not a JSON object")
+        let fields: [JSONField]
+        do throws(JSONReadError) {
+            fields = try JSONObjectReader.fields(in: payload)
+        } catch {
+            throw Invalid(message: "not a JSON object (\(error.summary))")
         }
-        guard let code = object["code"] as? String else { throw Invalid(message: "code: missing, or not a string") }
+        // The first occurrence of a key counts, as in every message the gateway reads.
+        let code = fields.first { $0.key == "code" }?.value, text = fields.first { $0.key == "text" }?.value
+        guard case .string(let code)? = code else { throw Invalid(message: "code: missing, or not a string") }
         guard (1...maxCodeLength).contains(code.utf8.count), code.utf8.allSatisfy(plain) else {
             throw Invalid(message: "code: 1 to \(maxCodeLength) letters, digits, '_', '-' or '.'")
         }
-        let text: String
-        switch object["text"] {
-        case nil, is NSNull: text = ""
-        case let given as String:
+        switch text {
+        case nil, .null?:
+            return MachineFaultReport(code: code, text: "")
+        case .string(let given)?:
             guard given.count <= maxTextLength else { throw Invalid(message: "text: longer than \(maxTextLength) characters") }
-            text = given
-        default: throw Invalid(message: "text: not a string")
+            return MachineFaultReport(code: code, text: given)
+        default:
+            throw Invalid(message: "text: not a string")
         }
-        return MachineFaultReport(code: code, text: text)
     }
 
     private static func plain(_ byte: UInt8) -> Bool {

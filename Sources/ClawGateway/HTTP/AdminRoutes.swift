@@ -96,23 +96,31 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
         func refused(_ message: String) -> Refusal {
             Refusal(.unprocessableContent, code: "invalid_body", message)
         }
-        let decoded: MaintenanceBody
-        do {
-            decoded = try JSONDecoder().decode(MaintenanceBody.self, from: Data(body))
-        } catch DecodingError.keyNotFound(let key, _) {
-            throw refused("\(key.stringValue): required, true or false.")
-        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
-            let field = context.codingPath.last?.stringValue ?? ""
-            throw refused(field == "reason" ? "reason: a string." : "on: required, true or false.")
+        let fields: [JSONField]
+        do throws(JSONReadError) {
+            fields = try JSONObjectReader.fields(in: body)
         } catch {
             throw refused(#"Send a JSON object: {"on":true,"reason":"…"} or {"on":false}."#)
         }
-        if let keys = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] {
-            let unknown = keys.keys.filter { $0 != "on" && $0 != "reason" }.sorted()
-            guard unknown.isEmpty else { throw refused("Unknown field \(unknown.joined(separator: ", ")): only on and reason.") }
+        var on: Bool?
+        var text: String?
+        var unknown: [String] = []
+        for field in fields {
+            switch (field.key, field.value) {
+            case ("on", .bool(let value)): on = value
+            case ("on", _): throw refused("on: required, true or false.")
+            case ("reason", .string(let value)): text = value
+            case ("reason", .null): break
+            case ("reason", _): throw refused("reason: a string.")
+            default: unknown.append(field.key)
+            }
         }
-        guard let text = decoded.reason else { return (decoded.on, nil) }
-        guard decoded.on else { throw refused("reason: only when taking the machine out (on: true).") }
+        guard let on else { throw refused("on: required, true or false.") }
+        guard unknown.isEmpty else {
+            throw refused("Unknown field \(unknown.sorted().joined(separator: ", ")): only on and reason.")
+        }
+        guard let text else { return (on, nil) }
+        guard on else { throw refused("reason: only when taking the machine out (on: true).") }
         let reason = text.trimmingCharacters(in: .whitespacesAndNewlines)
         guard (1...MachineState.maxMaintenanceReason).contains(reason.count) else {
             throw refused("reason: 1 to \(MachineState.maxMaintenanceReason) characters, not only spaces.")
@@ -135,12 +143,6 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
     private func authorized(_ request: Request, _ context: Context) throws -> Machine {
         try arcade.machine(in: context)
     }
-}
-
-/// The body of `POST …/maintenance`, as JSON has it.
-private struct MaintenanceBody: Decodable {
-    var on: Bool
-    var reason: String?
 }
 
 struct AdminAnswer: Codable, Equatable {
