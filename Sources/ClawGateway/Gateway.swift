@@ -55,11 +55,17 @@ struct Gateway {
             ArcadeFeed.GatewayStatus(
                 brokerConnected: mqtt.isConnected, storageWritable: writer.isWritable, repliesFailed: GatewayMetrics.repliesFailed)
         }
-        let appServer = AppServer.make(config: config, store: store, client: replies.client, clock: clock, logger: logger)
+        // Games cost credits (SPEC §11): every balance, read from the ledger.
+        let wallets = try config.credits.map { credits throws(StorageError) in
+            try Wallets(settings: credits, writer: writer, logger: logger)
+        }
+        if exportsMetrics, wallets != nil { CreditsMetrics.prepare() }
+        let appServer = AppServer.make(config: config, store: store, client: replies.client, clock: clock, wallets: wallets, logger: logger)
         var environment = MachineEnvironment(
             clock: clock, publisher: mqtt, players: replies.channel, writer: writer, deadlines: Deadlines(),
             limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger)
         environment.observers = [feed] + (appServer.map { [$0.mirror] } ?? [])
+        environment.wallets = wallets
         let arcade = try Arcade(config: config, environment: environment)
         appServer?.attach(arcade)
         writer.start()
@@ -96,7 +102,8 @@ struct Gateway {
         let routes = HTTPServer.router(
             HTTPServer.Dependencies(
                 config: config, arcade: arcade, ingress: ingress, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
-                uptime: { clock.now() }, now: clock.wallNow, chainProblem: { chainLink?.status.problem }, appServer: appServer))
+                uptime: { clock.now() }, now: clock.wallNow, chainProblem: { chainLink?.status.problem }, appServer: appServer,
+                wallets: wallets))
         let http = HTTPServer.service(router: routes, http: config.http, ingress: ingress, listener: listener, logger: logger)
         let reloader = ConfigReloader(
             file: file, running: config, arcade: arcade, mqtt: mqtt, feed: feed, chainLink: chainLink, clock: clock, logger: logger)

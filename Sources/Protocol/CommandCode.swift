@@ -16,6 +16,8 @@ public enum CommandCode: Int, Sendable, CaseIterable, CustomStringConvertible {
     case turnOffer = 11
     case acceptTurn = 12
     case declineTurn = 13
+    /// Gateway → player: their balance changed (SPEC §11).
+    case creditsChanged = 14
     case addCoins = 1001
     /// Gateway → PC: reset the board and send the gantry home (SPEC §12).
     case reset = 1002
@@ -35,6 +37,7 @@ public enum CommandCode: Int, Sendable, CaseIterable, CustomStringConvertible {
         case .turnOffer: "turn_offer"
         case .acceptTurn: "accept"
         case .declineTurn: "decline"
+        case .creditsChanged: "credits_changed"
         case .addCoins: "add_coins"
         case .reset: "reset"
         }

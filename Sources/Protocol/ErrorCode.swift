@@ -14,6 +14,8 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case rateLimited = "rate_limited"
     case sessionMismatch = "session_mismatch"
     case gatewayUnavailable = "gateway_unavailable"
+    /// A join or an accept with a balance under the machine's price (SPEC §11).
+    case insufficientCredits = "insufficient_credits"
     /// Answers no request: the player's turn offer ran out before they accepted it.
     case offerExpired = "offer_expired"
     /// Answers no request: the machine reported no result for the player's game in time.
@@ -27,10 +29,16 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
 public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
     public var code: ErrorCode
     public var message: String
+    /// `insufficient_credits`: the player's balance and the machine's price,
+    /// carried by the command 9 that answers (SPEC §11).
+    public var balance: Int64?
+    public var price: Int64?
 
-    public init(_ code: ErrorCode, _ message: String) {
+    public init(_ code: ErrorCode, _ message: String, balance: Int64? = nil, price: Int64? = nil) {
         self.code = code
         self.message = message
+        self.balance = balance
+        self.price = price
     }
 
     public var description: String { "\(code.rawValue): \(message)" }

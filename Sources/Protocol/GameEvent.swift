@@ -40,6 +40,9 @@ public enum EventType: String, Sendable, Codable, CaseIterable {
     /// `reason` `reset` when its PC came back from a reset, `operator` when
     /// an operator put it back).
     case maintenance
+    /// A game changed its player's wallet (SPEC §11): `data` `debit` or
+    /// `refund`, `change` (signed) and the `balance` after it.
+    case credits
 }
 
 /// How a game (an offered turn) ended, as recorded (SPEC §3).
@@ -52,6 +55,20 @@ public enum GameOutcome: String, Sendable, Codable, CaseIterable {
     case machineFault = "machine_fault"
     /// Ended by an operator (admin skip).
     case skipped
+    /// Accepted with a balance under the price: no coin, the turn passed on (SPEC §11).
+    case unpaid
+}
+
+extension GameOutcome {
+    /// Whether a game that ended so is paid back (SPEC §11): its player got
+    /// no fair game. A game whose coin the PC never acknowledged is paid
+    /// back too, whatever its outcome.
+    public var isRefunded: Bool {
+        switch self {
+        case .machineOffline, .machineFault, .noResult: true
+        default: false
+        }
+    }
 }
 
 /// One event on `claw/<m>/events`: `type`, `seq`, `ts`, the machine, and the
@@ -84,12 +101,15 @@ public struct GameEvent: Sendable, Equatable, Codable {
     public var latencyMs: Double?
     /// `game_ended`: how many commands the player's game sent.
     public var commands: Int?
+    /// `credits`: the change to the player's wallet (signed) and the balance after it.
+    public var change: Int64?
+    public var balance: Int64?
 
     public init(
         type: EventType, seq: Int64, ts: String, machine: String, player: String? = nil, provider: String? = nil,
         nick: String? = nil, session: String? = nil, position: Int? = nil, command: String? = nil,
         data: String? = nil, serial: Int64? = nil, playerSerial: Int64? = nil, reason: String? = nil,
-        outcome: GameOutcome? = nil, latencyMs: Double? = nil, commands: Int? = nil
+        outcome: GameOutcome? = nil, latencyMs: Double? = nil, commands: Int? = nil, change: Int64? = nil, balance: Int64? = nil
     ) {
         self.type = type
         self.seq = seq
@@ -108,6 +128,8 @@ public struct GameEvent: Sendable, Equatable, Codable {
         self.outcome = outcome
         self.latencyMs = latencyMs
         self.commands = commands
+        self.change = change
+        self.balance = balance
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -115,7 +137,7 @@ public struct GameEvent: Sendable, Equatable, Codable {
         case playerSerial = "player_serial"
         case reason, outcome
         case latencyMs = "latency_ms"
-        case commands
+        case commands, change, balance
     }
 }
 
@@ -145,6 +167,8 @@ extension GameEvent {
         if let outcome { JSONText.appendField("outcome", string: outcome.rawValue, to: &out) }
         if let latencyMs, latencyMs.isFinite { JSONText.appendField("latency_ms", number: latencyMs, to: &out) }
         if let commands { JSONText.appendField("commands", integer: Int64(commands), to: &out) }
+        if let change { JSONText.appendField("change", integer: change, to: &out) }
+        if let balance { JSONText.appendField("balance", integer: balance, to: &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -24,6 +24,18 @@ public enum Signatures {
         hmac(secret: secret, parts: [Array("reply.".utf8), Array(timestamp.utf8), [UInt8(ascii: ".")]], body: body)
     }
 
+    /// Credit top-ups from the operator's payment service: hex
+    /// HMAC-SHA256(`credits.topup_secret`, "topup." + timestamp + "." + raw
+    /// body) (SPEC §11). The prefix keeps a top-up from ever verifying as
+    /// anything else signed with the same scheme.
+    public static func topupSignature(secret: String, timestamp: String, body: some Collection<UInt8>) -> String {
+        hmac(secret: secret, parts: [Array("topup.".utf8), Array(timestamp.utf8), [UInt8(ascii: ".")]], body: body)
+    }
+
+    public static func sha256Hex(_ bytes: some Collection<UInt8>) -> String {
+        hex(SHA256.hash(data: Array(bytes)))
+    }
+
     private static func hmac(secret: String, parts: [[UInt8]], body: some Collection<UInt8>) -> String {
         var message = parts.flatMap { $0 }
         message.append(contentsOf: body)

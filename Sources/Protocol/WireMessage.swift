@@ -22,11 +22,19 @@ public struct WireMessage: Sendable, Equatable {
     /// Command 1001: what the machine's mainboard takes with the coin
     /// (SPEC §12). Written, not read: a PC reads it with its own JSON parser.
     public var settings: BoardSettings?
+    /// Commands 9 (`insufficient_credits`) and 11: the player's balance and
+    /// the machine's price (SPEC §11). Written, not read, like the fields below.
+    public var balance: Int64?
+    public var price: Int64?
+    /// Command 14: the change to the balance (signed) and why: `topup`,
+    /// `debit`, `refund`, `adjust` (SPEC §11).
+    public var change: Int64?
+    public var reason: String?
 
     public init(
         command: Int, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
         message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
-        settings: BoardSettings? = nil
+        settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil
     ) {
         self.command = command
         self.data = data
@@ -37,16 +45,21 @@ public struct WireMessage: Sendable, Equatable {
         self.session = session
         self.player = player
         self.settings = settings
+        self.balance = balance
+        self.price = price
+        self.change = change
+        self.reason = reason
     }
 
     public init(
         _ code: CommandCode, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
         message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
-        settings: BoardSettings? = nil
+        settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil
     ) {
         self.init(
             command: code.rawValue, data: data, serial: serial, length: length,
-            message: message, timeout: timeout, session: session, player: player, settings: settings)
+            message: message, timeout: timeout, session: session, player: player, settings: settings,
+            balance: balance, price: price, change: change, reason: reason)
     }
 
     /// The command as a known code, or nil for a number the protocol does not define.
@@ -215,6 +228,10 @@ extension WireMessage {
             out.append(contentsOf: #","settings":"#.utf8)
             settings.append(to: &out)
         }
+        if let balance { JSONText.appendField("balance", integer: balance, to: &out) }
+        if let price { JSONText.appendField("price", integer: price, to: &out) }
+        if let change { JSONText.appendField("change", integer: change, to: &out) }
+        if let reason { JSONText.appendField("reason", string: reason, to: &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -21,13 +21,16 @@ final class AppServer: Sendable {
     }
 
     /// The app server of `config`, or nil when it has no `app_server:`.
-    static func make(config: GatewayConfig, store: GameStore, client: HTTPClient, clock: GameClock, logger: Logger) -> AppServer? {
+    static func make(
+        config: GatewayConfig, store: GameStore, client: HTTPClient, clock: GameClock, wallets: Wallets? = nil, logger: Logger
+    ) -> AppServer? {
         guard let settings = config.appServer, let netease = config.im.netease else { return nil }
         let api = NetEaseServerAPI(settings: netease, client: client, timeout: netease.replyTimeout)
         return AppServer(
             settings: settings,
             tourists: Tourists(
-                store: store, accounts: api, ttl: settings.touristTTL, sessions: settings.sessions, clock: clock, logger: logger),
+                store: store, accounts: api, ttl: settings.touristTTL, sessions: settings.sessions, clock: clock,
+                wallets: wallets, logger: logger),
             onlineCounts: OnlineCounts(rooms: config.machines.compactMap(\.chatroomID), api: api, clock: clock, logger: logger),
             mirror: ChatroomMirror(config: config, api: api, clock: clock, logger: logger))
     }

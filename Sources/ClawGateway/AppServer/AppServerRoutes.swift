@@ -10,6 +10,8 @@ import Logging
 struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
     let appServer: AppServer
     let arcade: Arcade
+    /// With `credits:`, `<prefix>/wallet` shows a tourist their wallet (SPEC §8, §11).
+    let wallets: Wallets?
 
     /// A form larger than this is refused (code 413): the demo's are a few dozen bytes.
     static var maxForm: Int { 4096 }
@@ -25,6 +27,30 @@ struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
             await answer(request) { form in
                 await roomList(form, client: context.client)
             }
+        }
+        if wallets != nil {
+            router.post(RouterPath(prefix + "/wallet")) { request, context in
+                await answer(request) { form in
+                    await wallet(form, client: context.client)
+                }
+            }
+        }
+    }
+
+    /// The tourist's balance and newest entries (`limit`, `offset` as `room/list` takes them).
+    private func wallet(_ form: [String: String], client: ClientAddress?) async -> Response {
+        let sid = (form["sid"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !sid.isEmpty else { return Self.failure(400, "sid is required: the one the tourist call returned.") }
+        guard let limit = Self.integer(form["limit"], default: 20, in: 1...500),
+            let offset = Self.integer(form["offset"], default: 0, in: 0...1_000_000)
+        else { return Self.failure(400, "limit must be a whole number from 1 to 500 and offset one from 0 to 1000000.") }
+        let (tourist, refusal) = await tourist(sid: sid, client: client)
+        guard let tourist else { return refusal ?? Self.failure(401, "sid is unknown or expired.") }
+        let player = PlayerAddress(accid: tourist.accid, provider: "netease")
+        do {
+            return Self.ok(WalletAnswer(player, try await arcade.writer.store.wallet(player, limit: limit, offset: offset)))
+        } catch {
+            return Self.failure(500, "The wallet could not be read; try again later.")
         }
     }
 

@@ -63,11 +63,14 @@ final class Tourists: Service, Sendable {
     private let newAccounts = AddressBudget(perMinute: Tourists.maxNewPerMinute)
     private let returning = AddressBudget(perMinute: Tourists.maxReturningPerMinute)
     private let badSids: TokenThrottle
+    /// Where a new tourist's welcome credits go (`credits.welcome`, SPEC §11).
+    private let wallets: Wallets?
 
     init(
         store: GameStore, accounts: any NetEaseAccounts, ttl: Duration, sessions: AppServerSettings.Sessions, clock: GameClock,
-        logger: Logger
+        wallets: Wallets? = nil, logger: Logger
     ) {
+        self.wallets = wallets
         self.store = store
         self.accounts = accounts
         self.ttl = ttl
@@ -111,6 +114,7 @@ final class Tourists: Service, Sendable {
             try await store.save(tourist, createdAt: now)
             AppServerMetrics.touristsCreated.increment()
             logger.info("Tourist account created", metadata: ["player.accid": .string(tourist.accid)])
+            await welcome(tourist, at: now)
             return .created(tourist, sid: secret)
         } catch let error as NetEaseAPIError {
             fail("Tourist account not created: NetEase's user/create failed", error: error.description)
@@ -118,6 +122,17 @@ final class Tourists: Service, Sendable {
             fail("Tourist account not kept: storage failed", error: String(describing: error))
         }
         return .failed
+    }
+
+    /// A new tourist's welcome credits: an adjustment with reason `welcome`.
+    /// One that storage does not take is logged; the account stands.
+    private func welcome(_ tourist: TouristAccount, at now: Date) async {
+        guard let wallets, wallets.settings.welcome > 0 else { return }
+        let entry = LedgerEntry(
+            wallet: PlayerAddress(accid: tourist.accid, provider: "netease"), kind: .adjust, credits: wallets.settings.welcome, key: nil,
+            reason: "welcome", digest: nil, at: now)
+        if case .written = await wallets.adjust(entry) { return }
+        fail("Welcome credits not saved in time: storage is failing", error: "written once storage is back, if it took them")
     }
 
     /// The live tourist of a sid sent to a route that needs one.

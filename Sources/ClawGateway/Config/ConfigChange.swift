@@ -26,6 +26,9 @@ struct ConfigChange: Sendable {
         compare("storage") { $0.storage }
         compare("chain") { $0.chain }
         compare("app_server") { $0.appServer }
+        // Prices apply (through the machines); whether games cost at all,
+        // and how top-ups are taken, are what the gateway was built with.
+        compare("credits") { config in config.credits.map { [$0.topupSecret, String($0.maxTopup), String($0.welcome)] } }
         // Every player's budget is one bucket the arcade was built with.
         compare("game.max_commands_per_second") { $0.game.maxCommandsPerSecond }
         var applied = running
@@ -43,6 +46,11 @@ struct ConfigChange: Sendable {
                 machine.chatroomID = old.chatroomID
             } else if machine.chatroomID != nil, running.appServer != nil {
                 later.append("machines.\(machine.id).chatroom_id")
+            }
+            if let credits = running.credits {
+                machine.price = machine.price ?? credits.price
+            } else {
+                machine.price = nil
             }
             return machine
         }

@@ -78,7 +78,7 @@ struct Schema {
     let baseDirectory: String
 
     func read(_ root: Node) -> GatewayConfig? {
-        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain", "app_server"]) else {
+        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain", "app_server", "credits"]) else {
             return nil
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
@@ -90,16 +90,32 @@ struct Schema {
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
         let defaults = MachineSettings.read(
             gameSection?.section("settings", keys: MachineSettings.keys), over: MachineSettings())
-        let machines = readMachines(top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix, settings: defaults)
+        let credits = top.section("credits", keys: CreditsSettings.keys).flatMap(CreditsSettings.read)
+        let machines = readMachines(
+            top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix, settings: defaults,
+            credits: top.has("credits") ? (credits?.price ?? 0) : nil)
         let chain = top.section("chain", keys: ChainSettings.keys).flatMap { ChainSettings.read($0, brokerURL: brokerURL) }
         let appServer = top.section("app_server", keys: AppServerSettings.keys).flatMap {
             AppServerSettings.read($0, netease: im.netease, machines: machines ?? [])
         }
+        if top.has("credits") {
+            if appServer?.sessions == .accid {
+                reader.report(
+                    "app_server.sessions",
+                    "must be secret with credits: with accid, whoever knows an account id (every chatroom shows them) spends its credits")
+            }
+            if top.has("chain") {
+                reader.report(
+                    "credits",
+                    "is not yet taken by a site of a chain: a chain's wallet lives in its recorder's PostgreSQL, which does not keep it yet")
+            }
+        }
         guard let gateway, let mqtt, let http, let machines else { return nil }
         guard chain != nil || !top.has("chain") else { return nil }
+        guard credits != nil || !top.has("credits") else { return nil }
         return GatewayConfig(
             gateway: gateway, mqtt: mqtt, http: http, im: im, game: game, storage: storage, machines: machines, chain: chain,
-            appServer: appServer)
+            appServer: appServer, credits: credits)
     }
 
     private func readGateway(_ section: ConfigReader.Section?) -> GatewaySettings? {
@@ -250,14 +266,18 @@ struct Schema {
         return game
     }
 
-    private func readMachines(_ items: [(path: String, node: Node)]?, topicPrefix: String?, settings defaults: MachineSettings) -> [MachineConfig]? {
+    /// - Parameter credits: the price of a game on a machine with no
+    ///   `price:` of its own; nil when games are free (no `credits:`).
+    private func readMachines(
+        _ items: [(path: String, node: Node)]?, topicPrefix: String?, settings defaults: MachineSettings, credits: Int64?
+    ) -> [MachineConfig]? {
         guard let items else { return nil }
         if items.isEmpty { reader.report("machines", "must list at least one machine") }
         var machines: [MachineConfig] = []
         var idsSeen: [String: String] = [:]
         var accountsSeen: [String: String] = [:]
         for (path, node) in items {
-            guard let section = reader.section(node, at: path, keys: ["id", "name", "im_account", "cameras", "camera_topic", "chatroom_id", "settings"]),
+            guard let section = reader.section(node, at: path, keys: ["id", "name", "im_account", "cameras", "camera_topic", "chatroom_id", "settings", "price"]),
                 let id = section.string("id", required: true)
             else { continue }
             if let problem = machineIDProblem(id) {
@@ -275,11 +295,16 @@ struct Schema {
             if let cameraTopic, let problem = topicProblem(cameraTopic) {
                 reader.report(section.path("camera_topic"), problem)
             }
+            let ownPrice = CreditsSettings.price(section)
+            if ownPrice != nil, credits == nil {
+                reader.report(section.path("price"), "needs a credits: section: without it every game is free")
+            }
             machines.append(MachineConfig(
                 id: id, name: section.nonEmpty("name") ?? id, imAccount: account,
                 cameras: readCameras(section.list("cameras") ?? []), cameraTopic: cameraTopic,
                 chatroomID: AppServerSettings.chatroomID(section),
-                settings: MachineSettings.read(section.section("settings", keys: MachineSettings.keys), over: defaults)))
+                settings: MachineSettings.read(section.section("settings", keys: MachineSettings.keys), over: defaults),
+                price: credits.map { ownPrice ?? $0 }))
         }
         // A notification's `to` may be an id or an im_account: neither may name two machines.
         for machine in machines where machine.imAccount != machine.id {

@@ -17,6 +17,8 @@ struct GatewayConfig: Sendable {
     var chain: ChainSettings? = nil
     /// Set when the gateway serves the NetEase demo's app-server API (SPEC §8).
     var appServer: AppServerSettings? = nil
+    /// Set when games cost credits (SPEC §11).
+    var credits: CreditsSettings? = nil
 
     var topics: Topics { Topics(prefix: mqtt.topicPrefix) }
 }
@@ -153,6 +155,9 @@ struct MachineConfig: Sendable, Equatable {
     var chatroomID: Int64? = nil
     /// What its mainboard takes with every coin (SPEC §12).
     var settings = MachineSettings()
+    /// What a game costs here in credits (SPEC §11): the machine's `price:`
+    /// or `credits.price`; 0 free on this machine; nil: no `credits:`, every game free.
+    var price: Int64? = nil
 
     var cameraIDs: [String] { cameras.map(\.id) }
 }

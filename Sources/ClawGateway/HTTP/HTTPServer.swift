@@ -24,6 +24,8 @@ enum HTTPServer {
         let chainProblem: @Sendable () -> String?
         /// The NetEase demo's app-server API (SPEC §8); nil leaves its routes out.
         let appServer: AppServer?
+        /// The players' wallets when games cost credits (SPEC §11); nil leaves their routes out.
+        let wallets: Wallets?
     }
 
     static func router(_ parts: Dependencies) -> Router<GatewayRequestContext> {
@@ -31,16 +33,21 @@ enum HTTPServer {
         router.add(middleware: JSONErrorMiddleware())
         IngressRoutes<GatewayRequestContext>(ingress: parts.ingress).add(to: router)
         // Like the ingress, the app server answers any Host without a token: the demo clients send neither.
-        if let appServer = parts.appServer { AppServerRoutes<GatewayRequestContext>(appServer: appServer, arcade: parts.arcade).add(to: router) }
+        if let appServer = parts.appServer {
+            AppServerRoutes<GatewayRequestContext>(appServer: appServer, arcade: parts.arcade, wallets: parts.wallets).add(to: router)
+        }
         // Every route but the ingress and the health checks is behind a guard of its scope.
         let access = AccessPolicy(http: parts.config.http, now: parts.now)
         let reads = router.group().add(middleware: AccessGuard(policy: access, scope: .read))
         ReadRoutes<GatewayRequestContext>(
             arcade: parts.arcade, isBrokerConnected: parts.isBrokerConnected, chainProblem: parts.chainProblem)
             .add(health: router, reads: reads)
-        if parts.config.http.adminToken != nil {
-            AdminRoutes<GatewayRequestContext>(arcade: parts.arcade)
-                .add(to: router.group().add(middleware: AccessGuard(policy: access, scope: .admin)))
+        let admin = parts.config.http.adminToken == nil ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
+        if let admin { AdminRoutes<GatewayRequestContext>(arcade: parts.arcade).add(to: admin) }
+        if let wallets = parts.wallets {
+            CreditsRoutes<GatewayRequestContext>(
+                wallets: wallets, arcade: parts.arcade, providers: parts.config.im.providers.sorted(), now: parts.now
+            ).add(to: router, reads: reads, admin: admin)
         }
         if let feed = parts.feed {
             DashboardRoutes<GatewayRequestContext>(

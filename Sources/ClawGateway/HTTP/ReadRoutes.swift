@@ -58,7 +58,7 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
         try arcade.machine(in: context)
     }
 
-    private static func integer(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+    static func integer(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text = request.uri.queryParameters[Substring(name)] else { return value }
         guard let number = Int(text), range.contains(number) else {
             throw Refusal.badParameter(name, "must be an integer from \(range.lowerBound) to \(range.upperBound == Int.max ? "any" : String(range.upperBound))")

@@ -263,7 +263,11 @@ struct Ingress: Sendable {
         switch outcome {
         case .rejected(let error):
             if let refusal = Refusal(error) { return .error(refusal) }
-            return ok([("code", .string(error.code.rawValue)), ("message", .string(error.message)), ("result", "rejected")])
+            // `insufficient_credits` says what the player has and what a game costs (SPEC §11).
+            let balance = error.balance.map { [("balance", JSONObjectWriter.Value.integer($0))] } ?? []
+            let price = error.price.map { [("price", JSONObjectWriter.Value.integer($0))] } ?? []
+            return ok(
+                balance + [("code", .string(error.code.rawValue)), ("message", .string(error.message))] + price + [("result", "rejected")])
         case .forwarded(let serial):
             return ok([("result", "forwarded"), ("serial", .integer(serial))])
         case .queued(let position, let length):

@@ -121,14 +121,29 @@ final class Arcade: Sendable {
         let orphans = try writer.store.openGames(notOn: machines)
         guard !orphans.isEmpty else { return }
         let now = clock.wallNow()
-        let closed = orphans.map { game in
+        let closed = orphans.flatMap { game in
             var game = game
             game.endedAt = now
             game.outcome = game.startedAt == nil ? .expired : .noResult
-            return StoreChange.game(game)
+            // A started game it paid for is paid back (SPEC §11), with its end.
+            let refund = game.startedAt == nil ? nil : game.paid.map { paid in
+                StoreChange.ledger(
+                    LedgerEntry(
+                        wallet: PlayerAddress(accid: game.player, provider: game.provider), kind: .refund, credits: paid, key: game.id,
+                        reason: nil, digest: nil, at: now))
+            }
+            return [StoreChange.game(game)] + (refund.map { [$0] } ?? [])
         }
-        // No machine waits on this write: an index no machine has.
-        _ = writer.submit(closed, machine: -1)
+        // No machine waits on this write: an index no machine has. Under the
+        // wallets' lock, like every change to a wallet.
+        if let wallets = environment.wallets {
+            wallets.transact { book in
+                book.apply(closed)
+                _ = writer.submit(closed, machine: -1)
+            }
+        } else {
+            _ = writer.submit(closed, machine: -1)
+        }
         environment.logger.notice(
             "Games open on machines no longer in the config closed",
             metadata: ["games.closed": .string(orphans.map { "\($0.machine)/\($0.id)" }.joined(separator: ","))])
@@ -241,6 +256,14 @@ final class Arcade: Sendable {
     /// operator's).
     func durable(_ ticket: StorageWriter.Ticket) async -> Bool {
         await writer.waitDurable(ticket, timeout: Self.durabilityWait)
+    }
+
+    /// Tells a player what no machine decided (a top-up, an operator's
+    /// adjustment: SPEC §11), from the first machine's IM account: the
+    /// machines' are the only accounts the gateway speaks from.
+    func tell(_ reply: PlayerReply) {
+        guard let machine = machines.first else { return }
+        environment.players.send(reply, from: machine.config)
     }
 
     /// The refusal of a notification over the sender's budget.

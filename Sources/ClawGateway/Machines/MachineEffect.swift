@@ -80,4 +80,8 @@ struct TransitionContext: Sendable {
     /// Whether storage takes writes: queue changes are refused with
     /// `gateway_unavailable` while it does not.
     var storageWritable = true
+    /// The players' balances when games cost credits (SPEC §11), read under
+    /// the wallets' lock, which is held for the whole transition; nil when
+    /// games are free.
+    var wallets: WalletBook? = nil
 }

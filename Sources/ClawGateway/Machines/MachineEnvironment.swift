@@ -59,6 +59,8 @@ struct MachineEnvironment: Sendable {
     /// Who else hears of each snapshot and event: the live feed (`GET
     /// /v1/stream`, the dashboard), the chatroom mirror.
     var observers: [any MachineObserver] = []
+    /// The players' wallets when games cost credits (SPEC §11).
+    var wallets: Wallets? = nil
 
     static func randomSessionPrefix() -> String {
         Signatures.nonce(bytes: 6) + "-"

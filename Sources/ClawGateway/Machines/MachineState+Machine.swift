@@ -361,6 +361,7 @@ extension MachineState {
         turn.commands = game.commands
         turn.coinSerial = open.coinSerial
         turn.coinAcked = open.coinAcked
+        turn.paid = game.paid
         switch open.phase {
         case .offered:
             phase = .offered(turn)
@@ -369,7 +370,7 @@ extension MachineState {
             if left > .zero {
                 let seconds = Int(left.seconds.rounded(.up))
                 reply(
-                    player.address, WireMessage(.turnOffer, data: game.id, serial: takeSerial(), timeout: seconds), .high, &fx,
+                    player.address, offer(game.id, to: player.address, serial: takeSerial(), timeout: seconds, fx), .high, &fx,
                     expires: turn.deadline)
             }
         case .playing, .awaitingResult:
@@ -403,6 +404,9 @@ extension MachineState {
         closed.open = nil
         fx.writes.append(.game(closed))
         let player = PlayerAddress(accid: game.player, provider: game.provider)
+        // Whether its PC acked the coin is not known from a file of before
+        // games were taken up: no_result is paid back either way.
+        refundIfOwed(paid: game.paid, outcome: outcome, coinAcked: game.open?.coinAcked ?? false, of: player, session: game.id, &fx)
         emit(offered ? .expired : .noResult, &fx) {
             $0.set(player)
             $0.session = game.id

@@ -79,6 +79,7 @@ extension MachineState {
         guard waiting.count < settings.maxQueue else {
             throw WireError(.queueFull, "The queue of \(machine.name) is full (\(settings.maxQueue) players); try again later.")
         }
+        try requireCredits(player, fx)
         try requireStorage(fx)
         let entry = QueueEntry(accid: player.accid, nick: nick ?? player.accid, provider: player.provider)
         waiting.append(entry)
@@ -138,6 +139,15 @@ extension MachineState {
             throw WireError(.gatewayUnavailable, "The gateway cannot reach \(machine.name) right now; accept again in a moment.")
         }
         try requireStorage(fx)
+        var paid: Int64?
+        if let price, let balance = fx.balance(of: player) {
+            // Spent meanwhile (another machine's game): no coin, and the turn passes on.
+            guard balance >= price else {
+                endTurn(.unpaid, &fx)
+                throw insufficientCredits(balance: balance, price: price)
+            }
+            paid = price
+        }
         let serial = takeSerial()
         let now = fx.now
         fx.list.append(
@@ -151,7 +161,9 @@ extension MachineState {
         turn.startedAt = now.wall
         turn.deadline = now.uptime + settings.playTimeout
         turn.coinSerial = serial
+        turn.paid = paid
         phase = .playing(turn)
+        debit(turn, &fx)
         writeOpenGame(&fx)
         fx.snapshotChanged = true
         emit(.accepted, &fx) {

@@ -46,6 +46,8 @@ struct MachineState: Sendable {
         var coinSerial: Int64?
         /// The PC acked the coin: it started this game.
         var coinAcked = false
+        /// What the player paid for the game (SPEC §11); nil: nothing.
+        var paid: Int64?
     }
 
     /// Whose turn it is.
@@ -244,6 +246,8 @@ struct MachineState: Sendable {
         /// The first index of the waiting list whose position changed: from
         /// there on, players are told their new position.
         var positionsFrom: Int?
+        /// What this transition has changed in the players' wallets so far.
+        var walletChanges: [PlayerAddress: Int64] = [:]
         private var stamp: String?
 
         init(_ context: TransitionContext) {
@@ -262,6 +266,12 @@ struct MachineState: Sendable {
 
         mutating func queueMoved(from index: Int) {
             positionsFrom = min(positionsFrom ?? index, index)
+        }
+
+        /// The player's balance as this transition has left it; nil when games are free.
+        func balance(of player: PlayerAddress) -> Int64? {
+            guard let book = context.wallets else { return nil }
+            return book.balance(of: player) + (walletChanges[player] ?? 0)
         }
     }
 
@@ -317,9 +327,7 @@ struct MachineState: Sendable {
             $0.session = session
         }
         let timeout = Int(settings.acceptTimeout.seconds.rounded(.up))
-        reply(
-            entry.address, WireMessage(.turnOffer, data: session, serial: takeSerial(), timeout: timeout), .high, &fx,
-            expires: deadline)
+        reply(entry.address, offer(session, to: entry.address, serial: takeSerial(), timeout: timeout, fx), .high, &fx, expires: deadline)
     }
 
     /// Closes the game record with `outcome`; the machine is free again.
@@ -327,6 +335,8 @@ struct MachineState: Sendable {
     mutating func endTurn(_ outcome: GameOutcome, reason: String? = nil, _ fx: inout Effects) {
         guard let turn = phase.turn else { return }
         fx.writes.append(.game(record(turn, endedAt: fx.now.wall, outcome: outcome)))
+        refundIfOwed(
+            paid: turn.paid, outcome: outcome, coinAcked: turn.coinAcked, of: turn.player.address, session: turn.session, &fx)
         switch outcome {
         case .won: lostInARow = 0
         case .lost: lostInARow += 1
@@ -401,7 +411,10 @@ struct MachineState: Sendable {
 
     /// A refusal: the answer to a request that was not taken.
     func reply(_ player: PlayerAddress, error: WireError, serial: Int64? = nil, _ fx: inout Effects) {
-        reply(player, WireMessage(.error, data: error.code.rawValue, serial: serial, message: error.message), .normal, &fx)
+        reply(
+            player,
+            WireMessage(.error, data: error.code.rawValue, serial: serial, message: error.message, balance: error.balance, price: error.price),
+            .normal, &fx)
     }
 
     /// A command 9 that answers no request: the player's turn changed without

@@ -115,6 +115,60 @@ extension GameStore {
         return .written(balance: after)
     }
 
+    /// Every wallet's balance as kept: what ``Wallets`` starts from.
+    func balances() throws(StorageError) -> [PlayerAddress: Int64] {
+        do {
+            return try pool.read { db in
+                var balances: [PlayerAddress: Int64] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT provider, account, balance FROM wallets") {
+                    balances[PlayerAddress(accid: row["account"], provider: row["provider"])] = row["balance"]
+                }
+                return balances
+            }
+        } catch {
+            throw StorageError(path: path, operation: "read the wallets", underlying: error)
+        }
+    }
+
+    /// Whether the ledger holds an entry of `kind` keyed `key`, and its digest.
+    func ledgerKey(kind: LedgerEntry.Kind, key: String) throws(StorageError) -> (found: Bool, digest: String?) {
+        do {
+            return try pool.read { db in
+                guard let row = try Row.fetchOne(db, sql: "SELECT digest FROM ledger WHERE kind = ? AND key = ?", arguments: [kind.rawValue, key])
+                else { return (false, nil) }
+                return (true, row["digest"])
+            }
+        } catch {
+            throw StorageError(path: path, operation: "read the ledger", underlying: error)
+        }
+    }
+
+    /// A game's debit in credits (positive), if it was debited.
+    static func debit(of session: String, _ db: Database) throws -> Int64? {
+        try Int64.fetchOne(db, sql: "SELECT -credits FROM ledger WHERE kind = 'debit' AND key = ?", arguments: [session])
+    }
+
+    /// Writes an entry the wallets decided, with the writes it belongs to:
+    /// written, or there already (a batch written again after a failure).
+    /// Anything else means the file does not hold what the wallets hold
+    /// (it was replaced, or changed by hand): the write fails, and queue
+    /// changes are refused until an operator looks, rather than money being
+    /// written that the file cannot account for.
+    static func record(_ entry: LedgerEntry, _ db: Database) throws {
+        switch try append(entry, db) {
+        case .written, .duplicate: return
+        case .conflict, .insufficient: throw LedgerOutOfStep(entry: entry)
+        }
+    }
+
+    struct LedgerOutOfStep: Error, CustomStringConvertible {
+        var entry: LedgerEntry
+        var description: String {
+            "the ledger in the file does not agree with the wallets: a \(entry.kind.rawValue) of \(entry.credits) for "
+                + "\(entry.wallet.accid) of \(entry.wallet.provider) (key \(entry.key ?? "none")) cannot be written"
+        }
+    }
+
     /// A wallet's balance as kept (0 for a wallet with no entry).
     static func balance(_ wallet: PlayerAddress, _ db: Database) throws -> Int64 {
         try Int64.fetchOne(

@@ -257,7 +257,7 @@ final class GameStore: Sendable {
                         id: row["id"], machine: machine, player: row["player"], nick: row["nick"], provider: row["provider"],
                         offeredAt: Timestamp.date(row["offered_at"]) ?? Date(timeIntervalSince1970: 0),
                         startedAt: (row["started_at"] as String?).flatMap(Timestamp.date), endedAt: nil, outcome: nil,
-                        commands: row["commands"], open: Self.openGame(row))
+                        commands: row["commands"], open: Self.openGame(row), paid: try Self.debit(of: row["id"], db))
                 }
                 let queue = try Row.fetchAll(
                     db, sql: "SELECT accid, nick, provider FROM queue_entries WHERE machine = ? ORDER BY ord",
@@ -333,7 +333,7 @@ final class GameStore: Sendable {
                         id: row["id"], machine: machine, player: row["player"], nick: row["nick"], provider: row["provider"],
                         offeredAt: Timestamp.date(row["offered_at"]) ?? Date(timeIntervalSince1970: 0),
                         startedAt: (row["started_at"] as String?).flatMap(Timestamp.date), endedAt: nil, outcome: nil,
-                        commands: row["commands"])
+                        commands: row["commands"], paid: try Self.debit(of: row["id"], db))
                 }
             }
         } catch {
@@ -475,6 +475,8 @@ final class GameStore: Sendable {
             try keep(settings, in: "machine_settings", column: "settings", machine: machine, db)
         case .maintenance(let machine, let maintenance):
             try keep(maintenance, in: "machine_maintenance", column: "maintenance", machine: machine, db)
+        case .ledger(let entry):
+            try record(entry, db)
         }
     }
 
@@ -611,6 +613,8 @@ enum StoreChange: Sendable, Equatable {
     case settings(machine: String, MachineSettings?)
     /// Why the machine is out of play; nil: it is in play.
     case maintenance(machine: String, Maintenance?)
+    /// An entry of a player's wallet (SPEC §11), decided by ``Wallets``.
+    case ledger(LedgerEntry)
 }
 
 /// A game's record as it is written.
@@ -629,6 +633,9 @@ struct GameRow: Sendable, Equatable {
     /// needs (SPEC §13). Nil once it has ended, and for a game open in a
     /// file written before the gateway resumed games.
     var open: OpenGame? = nil
+    /// What the game's player paid for it (SPEC §11): read back from the
+    /// ledger when the game is restored, never written with the record.
+    var paid: Int64? = nil
 }
 
 /// What a game still open needs to be taken up again after a restart (SPEC

@@ -67,6 +67,8 @@ final class StorageWriter: Sendable {
         var nextWaiter = 0
         /// Game records of failed commits, by id, the latest of each.
         var unsaved: [String: GameRow] = [:]
+        /// Ledger entries of failed commits, in the order they were decided.
+        var unsavedLedger: [LedgerEntry] = []
         var failing = false
         /// While failing: every machine's state as the arcade handed it
         /// over, and the last ticket it covers.
@@ -204,13 +206,13 @@ final class StorageWriter: Sendable {
     /// machine's whole state, on the caller's thread. Everything submitted
     /// before it is called is in what it returns (a machine submits under the
     /// lock it reads its image under), so those submissions are dropped from
-    /// the queue but for their game records; what is submitted after is
+    /// the queue but for their game records and ledger entries; what is submitted after is
     /// written after the rewrite.
     func rewrite(from images: () -> [DurableMachine]) {
         let covered: UInt64? = state.withLock { state in
             guard state.failing else { return nil }
             let covered = state.issued
-            for submission in state.queue where submission.ticket <= covered { state.keepGames(of: submission) }
+            for submission in state.queue where submission.ticket <= covered { state.keepRecords(of: submission) }
             state.queue.removeAll { $0.ticket <= covered }
             return covered
         }
@@ -280,7 +282,7 @@ final class StorageWriter: Sendable {
                 metadata: error.shape.metadata(["storage.path": .string(store.path)]))
             state.withLock { state in
                 state.failing = true
-                for submission in batch { state.keepGames(of: submission) }
+                for submission in batch { state.keepRecords(of: submission) }
             }
             writable.store(false, ordering: .releasing)
             reporter.yield(.failing)
@@ -297,13 +299,14 @@ final class StorageWriter: Sendable {
                 logger.error("The storage file was removed or replaced; opening it afresh", metadata: ["storage.path": .string(store.path)])
                 try store.reopen()
             }
-            let games = state.withLock { Array($0.unsaved.values) }
+            let (games, entries) = state.withLock { (Array($0.unsaved.values), $0.unsavedLedger) }
             // The images hold the newest state of open games: written last.
-            try store.write(games.map(StoreChange.game), images: images)
+            try store.write(games.map(StoreChange.game) + entries.map(StoreChange.ledger), images: images)
             state.withLock { state in
                 state.failing = false
                 state.rewrite = nil
                 state.unsaved.removeAll()
+                state.unsavedLedger.removeAll()
             }
             writable.store(true, ordering: .releasing)
             logger.notice("Storage writes succeed again; every machine's state was rewritten", metadata: ["storage.path": .string(store.path)])
@@ -339,7 +342,9 @@ final class StorageWriter: Sendable {
                 state.waiters.removeAll()
                 state.finished.removeAll()
             }
-            return (state.waiters.values.map(\.done), state.finished, state.unsaved.count + state.queue.count)
+            return (
+                state.waiters.values.map(\.done), state.finished, state.unsaved.count + state.unsavedLedger.count + state.queue.count
+            )
         }
         if lost > 0 {
             logger.error("Storage stopped with writes it could not make", metadata: ["storage.unwritten": .stringConvertible(lost)])
@@ -361,11 +366,15 @@ final class StorageWriter: Sendable {
 }
 
 extension StorageWriter.State {
-    /// Keeps the game records of a write that did not happen; the rest of it
-    /// is in the machines' images.
-    fileprivate mutating func keepGames(of submission: StorageWriter.Submission) {
+    /// Keeps the game records and ledger entries of a write that did not
+    /// happen; the rest of it is in the machines' images.
+    fileprivate mutating func keepRecords(of submission: StorageWriter.Submission) {
         for change in submission.changes {
-            if case .game(let row) = change { unsaved[row.id] = row }
+            switch change {
+            case .game(let row): unsaved[row.id] = row
+            case .ledger(let entry): unsavedLedger.append(entry)
+            default: break
+            }
         }
     }
 }

@@ -217,6 +217,14 @@ struct ConfigLoaderTests {
         Case(yaml: minimal + "\nim: { generic: { } }", expected: "im.generic.secret: is required"),
         Case(yaml: minimal + "\nim: { generic: { secret: \"\" } }", expected: "im.generic.secret: must not be empty"),
         Case(yaml: minimal + "\nim: { netease: { app_key: k, app_secret: s, callback_path: im } }", expected: "im.netease.callback_path: must start with /"),
+        // credits (SPEC §11)
+        Case(yaml: minimal + "\ncredits: { price: 1 }", expected: "credits.topup_secret: is required"),
+        Case(yaml: minimal + "\ncredits: { topup_secret: short }", expected: "credits.topup_secret: must be at least 16 characters"),
+        Case(yaml: minimal + "\ncredits: { topup_secret: 0123456789abcdef, price: -1 }", expected: "credits.price: must be between 0 and 1000000000, not -1"),
+        Case(yaml: minimal + "\ncredits: { topup_secret: 0123456789abcdef, max_topup: 0 }", expected: "credits.max_topup: must be between 1 and"),
+        Case(yaml: minimal + "\ncredits: { topup_secret: 0123456789abcdef, welcome: lots }", expected: "credits.welcome: must be a whole number"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, price: 2}]", expected: "machines[0].price: needs a credits: section"),
+        Case(yaml: minimal + "\ncredits: { topup_secret: 0123456789abcdef }\nim: { netease: { app_key: k, app_secret: s } }\napp_server: { sessions: accid }", expected: "app_server.sessions: must be secret with credits:"),
         // shapes
         Case(yaml: "gateway: {id: a}\nmqtt: [1, 2]\nmachines: [{id: m1}]", expected: "mqtt: must be a mapping"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: { id: m1 }", expected: "machines: must be a list"),
@@ -226,6 +234,24 @@ struct ConfigLoaderTests {
         Case(yaml: "gateway:\n  id: a\n  id: b\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "duplicate key id"),
         Case(yaml: "", expected: "test.yaml: is empty"),
     ]
+
+    @Test func creditsPriceEachMachineFromTheSectionOrItsOwn() throws {
+        let config = try parse(
+            """
+            gateway: { id: a }
+            mqtt: { url: "mqtt://h" }
+            credits: { price: 3, topup_secret: "${SECRET}", max_topup: 500, welcome: 5 }
+            machines:
+              - id: m1
+              - id: m2
+                price: 0
+              - id: m3
+                price: 7
+            """, environment: ["SECRET": "0123456789abcdef0123"])
+        #expect(config.credits == CreditsSettings(price: 3, topupSecret: "0123456789abcdef0123", maxTopup: 500, welcome: 5))
+        #expect(config.machines.map(\.price) == [3, 0, 7])
+        #expect(try parse(Self.minimal).machines.first?.price == nil, "without credits: every game is free")
+    }
 
     @Test("an invalid file is refused with the problem named by its path", arguments: invalid)
     func invalidFile(_ example: Case) {

@@ -66,6 +66,33 @@ extension HeavySuites {
         }
 
         /// Nicks are the players' own text: markup in one shows as typed and runs nothing.
+        /// With credits (SPEC §11), the player's balance shows beside their
+        /// name: read from their wallet, then from the game's debit.
+        @Test func thePlayersBalanceShowsBesideTheirName() async throws {
+            let site = try await E2ESite(
+                game: Self.game, extra: "credits: { price: 2, topup_secret: \(CreditsEndToEndTests.secret) }")
+            do {
+                let topUp = try await CreditsEndToEndTests.topUp(site, #"{"provider":"generic","account":"ann","credits":5,"order":"o-ann"}"#)
+                #expect(topUp.status == 200, "\(topUp.body)")
+                try await WebDriver.with { page in
+                    try await Self.open(page, site)
+                    try await Self.play(site, "ann", nick: "Ann")
+                    try await page.waitFor("Ann's balance after her debit") {
+                        try await page.texts("\(Self.card("m1")) .player .balance") == [" · 3 credits"]
+                    }
+                    // A fresh page reads it from her wallet.
+                    try await Self.open(page, site)
+                    try await page.waitFor("Ann's balance from her wallet") {
+                        try await page.texts("\(Self.card("m1")) .player .balance") == [" · 3 credits"]
+                    }
+                }
+            } catch {
+                await site.stop()
+                throw error
+            }
+            await site.stop()
+        }
+
         @Test func markupInANickShowsLiterallyAndRunsNothing() async throws {
             let image = #"<img src=x onerror="window.__pwned=1">"#
             let script = "<script>window.__pwned=2</script>"

@@ -13,6 +13,9 @@ struct PureGame {
     var now = Moment(uptime: .seconds(100), wall: Date(timeIntervalSince1970: 1_795_000_000))
     var brokerConnected = true
     var storageWritable = true
+    /// The players' balances when games cost credits: the driving methods
+    /// apply what each step decided, as ``Machine`` does.
+    var wallets: WalletBook?
 
     static let machine = MachineConfig(
         id: "m1", name: "Pikachu", imAccount: "claw_m1", cameras: [CameraConfig(id: "1"), CameraConfig(id: "2")])
@@ -29,7 +32,14 @@ struct PureGame {
     }
 
     var context: TransitionContext {
-        TransitionContext(now: now, brokerConnected: brokerConnected, storageWritable: storageWritable)
+        TransitionContext(now: now, brokerConnected: brokerConnected, storageWritable: storageWritable, wallets: wallets)
+    }
+
+    /// Applies a step's ledger entries to the wallets, as ``Machine`` does under their lock.
+    @discardableResult
+    func paid<Outcome>(_ step: Step<Outcome>) -> Step<Outcome> {
+        wallets?.apply(step.writes)
+        return step
     }
 
     // MARK: Driving
@@ -41,7 +51,7 @@ struct PureGame {
         do throws(WireError) {
             let request = try PlayerRequest(WireMessage.decode(Array(json.utf8)))
             try request.validate(cameras: Self.machine.cameraIDs)
-            return state.handle(request, from: address, context)
+            return paid(state.handle(request, from: address, context))
         } catch {
             Issue.record("the test sent a request the arcade would refuse: \(error)")
             return Step(outcome: .rejected(error), effects: [], writes: [])
@@ -77,17 +87,17 @@ struct PureGame {
 
     @discardableResult
     mutating func presence(_ presence: Presence, retained: Bool = false) -> Step<Void> {
-        state.presence(presence, retained: retained, context)
+        paid(state.presence(presence, retained: retained, context))
     }
 
     @discardableResult
     mutating func result(_ won: Bool, session: String? = nil) -> Step<Void> {
-        state.result(won: won, data: String(won), session: session, context)
+        paid(state.result(won: won, data: String(won), session: session, context))
     }
 
     @discardableResult
     mutating func ack(_ serial: Int64, data: String = "ok") -> Step<Void> {
-        state.ack(serial: serial, data: data, context)
+        paid(state.ack(serial: serial, data: data, context))
     }
 
     /// Moves the clock and lets whatever is due happen, as the arcade's deadlines would.
@@ -95,7 +105,7 @@ struct PureGame {
     mutating func advance(by duration: Duration) -> Step<Void> {
         now.uptime += duration
         now.wall = now.wall.addingTimeInterval(duration.seconds)
-        return state.expire(context)
+        return paid(state.expire(context))
     }
 
     var status: MachineStatus { state.status }
@@ -138,6 +148,10 @@ extension Step {
 
     var games: [GameRow] {
         writes.compactMap { if case .game(let row) = $0 { row } else { nil } }
+    }
+
+    var ledger: [LedgerEntry] {
+        writes.compactMap { if case .ledger(let entry) = $0 { entry } else { nil } }
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Logging
 import Testing
 
 @testable import ClawGateway
@@ -83,5 +84,42 @@ import Testing
         // A kept balance that is not the sum of its entries is found.
         try await store.pool.write { db in try db.execute(sql: "UPDATE wallets SET balance = 4") }
         #expect(try store.walletsOutOfBalance() == [Self.alice])
+    }
+
+    /// Top-ups and adjustments through the wallets: each order once, durable
+    /// before the answer, the balance in memory what the file sums.
+    @Test func theWalletsTakeEachOrderOnceAndNeverGoBelowZero() async throws {
+        let store = try Self.store()
+        let writer = StorageWriter(store: store, logger: Logger(label: "test"))
+        writer.start()
+        let settings = CreditsSettings(topupSecret: "0123456789abcdef")
+        let wallets = try Wallets(settings: settings, writer: writer, logger: Logger(label: "test"))
+        let order = Self.entry(.topup, 10, key: "pay-1", digest: TopUp.digest(provider: "netease", account: "alice", credits: 10))
+        #expect(await wallets.topUp(order) == .written(balance: 10))
+        #expect(await wallets.topUp(order) == .duplicate(balance: 10), "the same order again adds nothing")
+        var other = order
+        other.credits = 50
+        other.digest = TopUp.digest(provider: "netease", account: "alice", credits: 50)
+        #expect(await wallets.topUp(other) == .conflict)
+        #expect(await wallets.adjust(Self.entry(.adjust, -11, key: nil, reason: "too much")) == .insufficient(balance: 10))
+        #expect(await wallets.adjust(Self.entry(.adjust, -4, key: nil, reason: "goodwill reversed")) == .written(balance: 6))
+        #expect(wallets.balance(of: Self.alice) == 6)
+        #expect(try await store.wallet(Self.alice, limit: 10, offset: 0).balance == 6)
+
+        // A game's debit through the writer, then the store read back as a restart reads it.
+        let game = GameRow(
+            id: "s1", machine: "m1", player: "alice", nick: "Alice", provider: "netease", offeredAt: Self.at, startedAt: Self.at,
+            endedAt: nil, outcome: nil, commands: 0,
+            open: OpenGame(phase: .playing, deadline: Self.at, coinSerial: 7, coinAcked: true))
+        wallets.transact { book in
+            let writes: [StoreChange] = [.game(game), .ledger(Self.entry(.debit, -2, key: "s1"))]
+            book.apply(writes)
+            _ = writer.submit(writes, machine: 0)
+        }
+        await writer.flush()
+        #expect(try store.restore(machine: "m1").openGames.first?.paid == 2)
+        #expect(try store.walletsOutOfBalance().isEmpty)
+        await writer.stop()
+        #expect(try Wallets(settings: settings, writer: StorageWriter(store: try GameStore(path: store.path), logger: Logger(label: "test")), logger: Logger(label: "test")).balance(of: Self.alice) == 4)
     }
 }

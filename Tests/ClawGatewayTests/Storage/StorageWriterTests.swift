@@ -113,13 +113,18 @@ import Testing
 
         // An operator removes the file (and its WAL) while the gateway runs.
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-        let closed = writer.submit([.game(Self.game("after", outcome: .lost))], machine: 0)
+        let refund = LedgerEntry(
+            wallet: PlayerAddress(accid: "bob", provider: "test"), kind: .refund, credits: 2, key: "after", reason: nil, digest: nil,
+            at: Date(timeIntervalSince1970: 1_795_000_000))
+        let closed = writer.submit([.game(Self.game("after", outcome: .lost)), .ledger(refund)], machine: 0)
         #expect(await writer.waitDurable(closed, timeout: .seconds(10)), "made durable by the rewrite")
         #expect(writer.isWritable)
         #expect(FileManager.default.fileExists(atPath: path))
         let games = try store.gamesNow(machine: "m1", limit: 10, offset: 0)
         #expect(Set(games.map(\.id)) == ["after", "open"], "the closed game and the open one; the rest went with the old file")
         #expect(try store.queuedNow(machine: "m1") == ["bob"])
+        let kept = try await store.wallet(refund.wallet, limit: 10, offset: 0)
+        #expect(kept.balance == 2 && kept.entries.map(\.key) == ["after"], "the ledger entry was kept and written")
         let reopened = try GameStore(path: path).restore(machine: "m1")
         #expect(reopened.snapshotSeq == 7)
         #expect(reopened.paused)

@@ -17,6 +17,8 @@
     // Gateway clock minus browser clock, in ms: deadlines are the gateway's.
     offset: 0,
     machines: new Map(),
+    // Whether games cost credits here: null until a wallet was asked for.
+    credits: null,
     // The stream's AbortController, and when to reconnect (the stream's "retry:").
     stream: null,
     retryDelay: 2000,
@@ -157,6 +159,11 @@
   function onEvent(event) {
     const machine = page.machines.get(event.machine);
     if (!machine) return;
+    // A game changed its player's wallet: the balance after it (SPEC §11).
+    if (event.type === "credits" && typeof event.balance === "number" && machine.balanceOf === event.provider + "/" + event.player) {
+      machine.balance = event.balance;
+      renderBalance(machine);
+    }
     machine.last.textContent = "Last: " + event.type.replace(/_/g, " ") + " " + clockTime(event.ts);
     if (event.type === "game_ended" && isGame(event.outcome)) {
       machine.results.unshift({ nick: event.nick || event.player, player: event.player, outcome: event.outcome, ended_at: event.ts });
@@ -241,7 +248,17 @@
       const nick = el("strong", "nick", s.player.nick || s.player.accid);
       nick.title = s.player.accid;
       machine.player.append(nick);
+      const who = s.player.provider + "/" + s.player.accid;
+      if (machine.balanceOf !== who) {
+        machine.balanceOf = who;
+        machine.balance = null;
+        loadBalance(machine, s.player);
+      }
+      machine.balanceText = el("span", "balance");
+      machine.player.append(machine.balanceText);
+      renderBalance(machine);
     } else {
+      machine.balanceOf = null;
       machine.player.append(el("span", "label", "No player"));
     }
     machine.deadline = s.player && s.player.deadline ? Date.parse(s.player.deadline) : null;
@@ -317,6 +334,32 @@
   }
 
   // An offer that was declined or ran out is not a game: no coin went in.
+  // Credits (SPEC §11): the current player's balance beside their name,
+  // read from their wallet when they take the machine, then from each
+  // credits event. A gateway without credits answers 404 once; then never asked again.
+  function loadBalance(machine, player) {
+    if (page.credits === false) return;
+    const who = machine.balanceOf;
+    readToken
+      .fetch("/v1/players/" + encodeURIComponent(player.provider) + "/" + encodeURIComponent(player.accid) + "/wallet?limit=1", {})
+      .then((response) => {
+        if (response.status === 404 && page.credits !== true) page.credits = false;
+        return response.ok ? response.json() : null;
+      })
+      .then((wallet) => {
+        if (!wallet || machine.balanceOf !== who || machine.balance !== null) return;
+        page.credits = true;
+        machine.balance = wallet.balance;
+        renderBalance(machine);
+      })
+      .catch(() => {});
+  }
+
+  function renderBalance(machine) {
+    if (!machine.balanceText) return;
+    machine.balanceText.textContent = machine.balance === null || machine.balance === undefined ? "" : " · " + machine.balance + " credits";
+  }
+
   function isGame(outcome) {
     return Boolean(outcome) && outcome !== "declined" && outcome !== "expired";
   }
