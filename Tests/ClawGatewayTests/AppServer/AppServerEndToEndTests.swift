@@ -183,6 +183,32 @@ extension HeavySuites {
             }
         }
 
+        /// With credits (SPEC §8, §11): a new tourist starts with the welcome
+        /// credits, and reads their wallet with their secret sid, nobody else's.
+        @Test func aNewTouristIsWelcomedAndReadsTheirWalletBySecret() async throws {
+            try await AppServerSite.with(extra: "credits: { price: 2, topup_secret: app-server-topup-secret, welcome: 5 }") { site in
+                let tourist = try await site.newTourist()
+                let wallet = try await site.post("wallet", "sid=\(tourist.sid)")
+                let data = try #require(wallet.json["data"] as? [String: Any], "\(wallet.body)")
+                #expect(data["balance"] as? Int == 5 && data["account"] as? String == tourist.accid)
+                let entries = data["entries"] as? [[String: Any]] ?? []
+                #expect(entries.count == 1 && entries.first?["kind"] as? String == "adjust" && entries.first?["reason"] as? String == "welcome")
+                #expect(try await site.post("wallet", "sid=").json["code"] as? Int == 400)
+                #expect(try await site.post("wallet", "sid=\(tourist.accid)").json["code"] as? Int == 401, "the public account id is no sid")
+                #expect(try await site.post("wallet", "sid=\(tourist.sid)&limit=0").json["code"] as? Int == 400)
+                // The welcome pays for games: the join is taken, the offer carries the price.
+                try await site.copy(from: tourist.accid, #"{"command":6}"#)
+                try await eventually("the tourist's offer with the price") {
+                    site.netease.attachments(to: tourist.accid).contains { $0.contains(#""command":11"#) && $0.contains(#""balance":5,"price":2"#) }
+                }
+            }
+            // Without credits there is no wallet route.
+            try await AppServerSite.with { site in
+                let tourist = try await site.newTourist()
+                #expect(try await HTTP.request(.POST, "\(site.base)/dollsCatcher/wallet", body: Array("sid=\(tourist.sid)".utf8)).status == 404)
+            }
+        }
+
         @Test func theChatroomQueueFollowsJoinsLeavesTurnsAndARestart() async throws {
             try await AppServerSite.with { site in
                 func inStep() async throws -> Bool {

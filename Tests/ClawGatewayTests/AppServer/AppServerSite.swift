@@ -25,7 +25,8 @@ final class AppServerSite {
     var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
     /// - Parameter onlineCounts: the chatrooms' online counts NetEase gives from the start.
-    init(game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:]) async throws {
+    /// - Parameter extra: top-level sections appended to the file (`credits:`).
+    init(game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "") async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
         netease.chatrooms.onlineCounts.withLock { $0 = onlineCounts }
@@ -65,6 +66,7 @@ final class AppServerSite {
                   - { id: "1", stream: rtmp://live.example/m2-front }
               - id: m3
                 im_account: claw_m3
+            \(extra)
 
             """
         try yaml.write(to: config, atomically: true, encoding: .utf8)
@@ -77,9 +79,10 @@ final class AppServerSite {
     }
 
     static func with(
-        game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], _ body: (AppServerSite) async throws -> Void
+        game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "",
+        _ body: (AppServerSite) async throws -> Void
     ) async throws {
-        let site = try await AppServerSite(game: game, sessions: sessions, onlineCounts: onlineCounts)
+        let site = try await AppServerSite(game: game, sessions: sessions, onlineCounts: onlineCounts, extra: extra)
         do {
             try await body(site)
         } catch {

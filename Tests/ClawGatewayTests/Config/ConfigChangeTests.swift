@@ -36,6 +36,26 @@ import Testing
         #expect(ConfigChange(running: running, file: file).needsRestart == ["machines.m2.chatroom_id"])
     }
 
+    /// SPEC §11: prices apply at once; whether games cost at all waits for a restart.
+    @Test func pricesApplyCreditsOnOrOffWaitForARestart() {
+        let free = GameHarness.config(settings: GameSettings())
+        var paying = free
+        paying.credits = CreditsSettings(price: 2, topupSecret: "0123456789abcdef")
+        paying.machines[0].price = 2
+        let turnedOn = ConfigChange(running: free, file: paying)
+        #expect(turnedOn.needsRestart == ["credits"])
+        #expect(turnedOn.applied.machines[0].price == nil, "games stay free until the restart")
+        let turnedOff = ConfigChange(running: paying, file: free)
+        #expect(turnedOff.needsRestart == ["credits"])
+        #expect(turnedOff.applied.machines[0].price == 2, "games stay paid until the restart")
+        var dearer = paying
+        dearer.credits?.price = 3
+        dearer.machines[0].price = 3
+        let change = ConfigChange(running: paying, file: dearer)
+        #expect(change.needsRestart.isEmpty)
+        #expect(change.applied.machines[0].price == 3)
+    }
+
     @Test func theSameFileChangesNothing() {
         let running = GameHarness.config(settings: GameSettings())
         #expect(ConfigChange(running: running, file: running).needsRestart.isEmpty)
