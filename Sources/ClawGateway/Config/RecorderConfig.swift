@@ -10,6 +10,9 @@ import Yams
 struct RecorderConfig: Sendable {
     var recorder: RecorderSettings
     var bus: BusSettings
+    /// `credits:` (`topup_secret`, `max_topup`): the recorder keeps the
+    /// chain's wallets and takes the payment service's top-ups (SPEC §11).
+    var credits: CreditsSettings? = nil
 }
 
 /// `recorder:`: the HTTP side, read with the keys and rules of
@@ -92,7 +95,9 @@ struct DatabaseURLProblem: Error, Equatable {
 }
 
 extension RecorderConfig {
-    static let keys = ["recorder", "bus"]
+    static let keys = ["recorder", "bus", "credits"]
+    /// What of `gateway.yaml`'s `credits:` the recorder takes: prices are each site's.
+    static let creditsKeys = ["topup_secret", "max_topup"]
     static let recorderKeys = [
         "listen", "database", "read_token", "admin_token", "log_level", "allowed_hosts", "read_timeout", "max_connections",
         "max_connections_per_client", "idle_timeout",
@@ -153,7 +158,9 @@ extension Schema {
         // The router's default id is unique per process; the recorder's must
         // survive a restart, or its session (clean session false) is lost.
         if busSection?.has("client_id") == false { bus?.clientID = RecorderConfig.defaultClientID() }
+        let credits = top.section("credits", keys: RecorderConfig.creditsKeys).flatMap(CreditsSettings.read)
         guard let http, let database, let bus else { return nil }
-        return RecorderConfig(recorder: RecorderSettings(http: http, database: database, logLevel: level), bus: bus)
+        guard credits != nil || !top.has("credits") else { return nil }
+        return RecorderConfig(recorder: RecorderSettings(http: http, database: database, logLevel: level), bus: bus, credits: credits)
     }
 }

@@ -3,15 +3,20 @@ import Hummingbird
 import Protocol
 
 /// The wallets' routes (SPEC §11): the payment service's signed top-up, an
-/// operator's adjustment, and reading a wallet. Each change is answered once
-/// it is durable, and told to its player (14).
+/// operator's adjustment, and reading a wallet; served by a site over its
+/// SQLite and by a chain's recorder over its PostgreSQL. Each change is
+/// answered once it is durable, and told to its player (14) where the
+/// server can tell players.
 struct CreditsRoutes<Context: RequestContext>: Sendable {
-    let wallets: Wallets
-    let arcade: Arcade
+    let keeper: any WalletKeeper
+    /// `topup_secret` and `max_topup`.
+    let settings: CreditsSettings
     /// The IM providers players come through (`netease`, `generic`): a
     /// wallet of another cannot be anyone's.
     let providers: [String]
     let now: @Sendable () -> Date
+    /// Command 14 to a player, once their wallet changed; a recorder tells no one.
+    let tell: @Sendable (PlayerReply) -> Void
 
     /// - Parameters:
     ///   - router: the top-up, which carries its own signature and no token.
@@ -21,9 +26,9 @@ struct CreditsRoutes<Context: RequestContext>: Sendable {
         router.post("/v1/credits/topups") { request, _ in
             let body = Array(buffer: try await request.body.collect(upTo: Self.maxBody))
             let entry = try TopUp.read(
-                body: body, header: { request.header($0) }, settings: wallets.settings,
+                body: body, header: { request.header($0) }, settings: settings,
                 providers: providers, now: now())
-            switch await wallets.topUp(entry) {
+            switch await keeper.topUp(entry) {
             case .written(let balance):
                 tell(entry, balance: balance)
                 return JSONResponse.make(.ok, TopUp.Answer(entry, balance: balance, duplicate: false))
@@ -41,7 +46,7 @@ struct CreditsRoutes<Context: RequestContext>: Sendable {
             let player = try player(context)
             let limit = try ReadRoutes<Context>.integer(request, "limit", default: 20, range: 1...500)
             let offset = try ReadRoutes<Context>.integer(request, "offset", default: 0, range: 0...1_000_000)
-            let page = try await arcade.writer.store.wallet(player, limit: limit, offset: offset)
+            let page = try await keeper.wallet(player, limit: limit, offset: offset)
             return JSONResponse.make(.ok, WalletAnswer(player, page))
         }
         admin?.post("/v1/players/:provider/:account/adjust") { request, context in
@@ -49,7 +54,7 @@ struct CreditsRoutes<Context: RequestContext>: Sendable {
             let body = Array(buffer: try await request.body.collect(upTo: Self.maxBody))
             let (credits, reason) = try Self.adjustment(body)
             let entry = LedgerEntry(wallet: player, kind: .adjust, credits: credits, key: nil, reason: reason, digest: nil, at: now())
-            switch await wallets.adjust(entry) {
+            switch await keeper.adjust(entry) {
             case .written(let balance):
                 tell(entry, balance: balance)
                 return JSONResponse.make(.ok, AdjustAnswer(player: player, credits: credits, reason: reason, balance: balance))
@@ -81,7 +86,7 @@ struct CreditsRoutes<Context: RequestContext>: Sendable {
 
     /// Command 14 to the player, once the change is durable.
     private func tell(_ entry: LedgerEntry, balance: Int64) {
-        arcade.tell(
+        tell(
             PlayerReply(
                 to: entry.wallet,
                 message: WireMessage(.creditsChanged, data: String(balance), change: entry.credits, reason: entry.kind.rawValue),

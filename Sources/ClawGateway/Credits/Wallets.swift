@@ -17,7 +17,7 @@ import Synchronization
 /// refund with its end) is submitted with the game's own writes, in one
 /// transaction (``Machine``); a top-up or an operator's adjustment is a
 /// transaction of its own, answered once it is durable.
-final class Wallets: Sendable {
+final class Wallets: WalletKeeper {
     let settings: CreditsSettings
     private let writer: StorageWriter
     private let book: Mutex<WalletBook>
@@ -42,35 +42,20 @@ final class Wallets: Sendable {
         book.withLock { $0.balance(of: player) }
     }
 
-    /// What became of a top-up or an adjustment.
-    enum Change: Error, Sendable, Equatable {
-        /// Written and durable; the balance after it.
-        case written(balance: Int64)
-        /// The same order was taken before, with the same content: nothing added.
-        case duplicate(balance: Int64)
-        /// The same order was taken before, with other content: nothing changed.
-        case conflict
-        /// It would take the balance below 0: nothing written.
-        case insufficient(balance: Int64)
-        /// Storage takes no writes now, or did not make this one durable in
-        /// time (it is kept and written once storage is back).
-        case unavailable
-    }
-
     /// A signed top-up from the payment service, keyed by its order id
     /// (`entry.key`) and its content's digest (`entry.digest`).
-    func topUp(_ entry: LedgerEntry) async -> Change {
+    func topUp(_ entry: LedgerEntry) async -> WalletChange {
         await change(entry)
     }
 
     /// An operator's adjustment, or a new tourist's welcome credits.
-    func adjust(_ entry: LedgerEntry) async -> Change {
+    func adjust(_ entry: LedgerEntry) async -> WalletChange {
         await change(entry)
     }
 
-    private func change(_ entry: LedgerEntry) async -> Change {
+    private func change(_ entry: LedgerEntry) async -> WalletChange {
         guard writer.isWritable else { return .unavailable }
-        let decided: Result<(StorageWriter.Ticket, Int64), Change> = book.withLock { book in
+        let decided: Result<(StorageWriter.Ticket, Int64), WalletChange> = book.withLock { book in
             if let key = entry.key {
                 book.forgetDurableOrders(writer.isDurable)
                 let taken: (found: Bool, digest: String?)
@@ -105,9 +90,41 @@ final class Wallets: Sendable {
         }
     }
 
+    func wallet(_ player: PlayerAddress, limit: Int, offset: Int) async throws -> WalletPage {
+        try await writer.store.wallet(player, limit: limit, offset: offset)
+    }
+
     /// How long a top-up's answer waits for its write: the payment service
     /// sends it again if it hears nothing, and the second is a duplicate.
     static let durableWithin: Duration = .seconds(5)
+}
+
+/// Where wallets are kept (SPEC §11): a site's SQLite (``Wallets``), or a
+/// chain's PostgreSQL (the recorder's ``ChainWallets``). The top-up, the
+/// adjustment and the wallet routes are the same over either.
+protocol WalletKeeper: Sendable {
+    /// A signed top-up from the payment service, keyed by its order id
+    /// (`entry.key`) and its content's digest (`entry.digest`).
+    func topUp(_ entry: LedgerEntry) async -> WalletChange
+    /// An operator's adjustment (or a new tourist's welcome credits).
+    func adjust(_ entry: LedgerEntry) async -> WalletChange
+    /// A wallet's balance and a page of its entries, newest first.
+    func wallet(_ player: PlayerAddress, limit: Int, offset: Int) async throws -> WalletPage
+}
+
+/// What became of a top-up or an adjustment.
+enum WalletChange: Error, Sendable, Equatable {
+    /// Written and durable; the balance after it.
+    case written(balance: Int64)
+    /// The same order was taken before, with the same content: nothing added.
+    case duplicate(balance: Int64)
+    /// The same order was taken before, with other content: nothing changed.
+    case conflict
+    /// It would take the balance below 0: nothing written.
+    case insufficient(balance: Int64)
+    /// Storage takes no writes now, or did not make this one durable in
+    /// time (at a site it is kept and written once storage is back).
+    case unavailable
 }
 
 /// The balances behind ``Wallets``' lock: read by a machine's transition

@@ -45,8 +45,10 @@ enum HTTPServer {
         let admin = parts.config.http.adminToken == nil ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
         if let admin { AdminRoutes<GatewayRequestContext>(arcade: parts.arcade).add(to: admin) }
         if let wallets = parts.wallets {
+            let arcade = parts.arcade
             CreditsRoutes<GatewayRequestContext>(
-                wallets: wallets, arcade: parts.arcade, providers: parts.config.im.providers.sorted(), now: parts.now
+                keeper: wallets, settings: wallets.settings, providers: parts.config.im.providers.sorted(), now: parts.now,
+                tell: { arcade.tell($0) }
             ).add(to: router, reads: reads, admin: admin)
         }
         if let feed = parts.feed {

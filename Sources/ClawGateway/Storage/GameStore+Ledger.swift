@@ -22,6 +22,17 @@ struct LedgerEntry: Sendable, Equatable {
     var at: Date
 }
 
+extension LedgerEntry {
+    /// The rules every ledger's table holds its rows to, the site's SQLite
+    /// and the chain's PostgreSQL alike: the kinds, each kind's sign, a key
+    /// for all but an adjustment.
+    static let tableChecks = """
+        CHECK (kind IN ('topup', 'debit', 'refund', 'adjust')),
+        CHECK ((kind = 'debit' AND credits < 0) OR (kind IN ('topup', 'refund') AND credits > 0) OR (kind = 'adjust' AND credits <> 0)),
+        CHECK ((kind = 'adjust') = (key IS NULL))
+        """
+}
+
 /// What became of an entry offered to the ledger.
 enum LedgerAppend: Sendable, Equatable {
     /// Written; the wallet's balance after it.
@@ -54,14 +65,13 @@ extension GameStore {
                         seq INTEGER PRIMARY KEY AUTOINCREMENT,
                         provider TEXT NOT NULL,
                         account TEXT NOT NULL,
-                        kind TEXT NOT NULL CHECK (kind IN ('topup', 'debit', 'refund', 'adjust')),
-                        credits INTEGER NOT NULL CHECK (
-                            (kind = 'debit' AND credits < 0) OR (kind IN ('topup', 'refund') AND credits > 0)
-                            OR (kind = 'adjust' AND credits <> 0)),
-                        key TEXT CHECK ((kind = 'adjust') = (key IS NULL)),
+                        kind TEXT NOT NULL,
+                        credits INTEGER NOT NULL,
+                        key TEXT,
                         reason TEXT,
                         digest TEXT,
-                        at TEXT NOT NULL
+                        at TEXT NOT NULL,
+                        \(LedgerEntry.tableChecks)
                     );
                     CREATE UNIQUE INDEX ledger_once ON ledger (kind, key) WHERE key IS NOT NULL;
                     CREATE INDEX ledger_by_wallet ON ledger (provider, account, seq);

@@ -45,6 +45,8 @@ import Testing
         ("recorder: { database: postgres://u@h/d }\nbus: { urls: [http://x:1] }\n", "bus.urls[0]", "mqtt://"),
         ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1], client_id: a.b }\n", "bus.client_id", "'.'"),
         ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1] }\nim: {}\n", "im", "unknown key"),
+        ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1] }\ncredits: { max_topup: 5 }\n", "credits.topup_secret", "is required"),
+        ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1] }\ncredits: { topup_secret: 0123456789abcdef, price: 2 }\n", "credits.price", "unknown key"),
     ])
     func aBadKeyIsNamed(yaml: String, path: String, message: String) throws {
         let error = try #require(throws: ConfigError.self) { try RecorderConfig.parse(yaml) }
@@ -66,6 +68,7 @@ extension DatabaseSuites {
     /// bus) and a real PostgreSQL 15, with fake sites publishing records.
     @Suite struct RecorderTests {
         static let readToken = "recorder-read-token-0123"
+        static let adminToken = "recorder-admin-token-0123"
 
         /// A site as the recorder sees it: records out, acknowledgements in.
         final class FakeSite: Sendable {
@@ -132,11 +135,15 @@ extension DatabaseSuites {
                       listen: 127.0.0.1:\(port)
                       database: \(database.url)
                       read_token: \(RecorderTests.readToken)
+                      admin_token: \(RecorderTests.adminToken)
                       log_level: debug
                     bus:
                       urls: [\(broker.url)]
                       username: recorder
                       client_id: \(clientID)
+                    credits:
+                      topup_secret: \(HeavySuites.CreditsEndToEndTests.secret)
+                      max_topup: 100
 
                     """.write(to: config, atomically: true, encoding: .utf8)
                 process = try GatewayBinary.start(["record", "--config", config.path], log: folder.appendingPathComponent("recorder.log"))
@@ -465,6 +472,42 @@ extension DatabaseSuites {
                 let hours = ((hourly.json["hours"] as? [[String: Any]]) ?? []).map { "\($0["hour"]!) \($0["site"]!) \($0["games"]!) \($0["wins"]!)" }
                 let yesterdayHour = Timestamp.string(RecorderRoutes.startOfHour(yesterday))
                 #expect(hours == ["\(yesterdayHour) arcade-1 2 1", "\(Timestamp.string(today)) arcade-1 4 2"])
+            }
+        }
+
+        /// SPEC §11: the recorder serves the chain's top-ups, wallets and
+        /// adjustments over its PostgreSQL, as a site does over its SQLite.
+        @Test func theRecorderTakesSignedTopUpsAndServesTheChainsWallets() async throws {
+            try await Self.with { recorder, _, database, _ in
+                let order = #"{"provider":"generic","account":"zoe","credits":40,"order":"chain-pay-1"}"#
+                let taken = try await HeavySuites.CreditsEndToEndTests.topUp(base: recorder.base, order)
+                #expect(taken.status == 200 && taken.json["balance"] as? Int == 40 && taken.json["duplicate"] as? Bool == false, "\(taken.body)")
+                let again = try await HeavySuites.CreditsEndToEndTests.topUp(base: recorder.base, order)
+                #expect(again.status == 200 && again.json["duplicate"] as? Bool == true && again.json["balance"] as? Int == 40)
+                let conflict = try await HeavySuites.CreditsEndToEndTests.topUp(
+                    base: recorder.base, #"{"provider":"generic","account":"zoe","credits":41,"order":"chain-pay-1"}"#)
+                #expect(conflict.status == 409 && conflict.json["code"] as? String == "order_conflict")
+                let bad = try await HeavySuites.CreditsEndToEndTests.topUp(base: recorder.base, order, secret: "not-the-secret-0123")
+                #expect(bad.status == 401)
+                let over = try await HeavySuites.CreditsEndToEndTests.topUp(
+                    base: recorder.base, #"{"provider":"generic","account":"zoe","credits":101,"order":"chain-pay-2"}"#)
+                #expect(over.status == 422 && over.json["code"] as? String == "invalid_body")
+
+                let adjust = "\(recorder.base)/v1/players/generic/zoe/adjust"
+                let admin = [("Authorization", "Bearer \(RecorderTests.adminToken)")]
+                #expect(try await HTTP.request(.POST, adjust, body: Array(#"{"credits":-1,"reason":"x"}"#.utf8)).status == 401)
+                let overdraft = try await HTTP.request(.POST, adjust, headers: admin, body: Array(#"{"credits":-41,"reason":"too much"}"#.utf8))
+                #expect(overdraft.status == 409 && overdraft.json["code"] as? String == "insufficient_credits", "\(overdraft.body)")
+                let goodwill = try await HTTP.request(.POST, adjust, headers: admin, body: Array(#"{"credits":-5,"reason":"chargeback"}"#.utf8))
+                #expect(goodwill.status == 200 && goodwill.json["balance"] as? Int == 35, "\(goodwill.body)")
+
+                #expect(try await recorder.read("/v1/players/generic/zoe/wallet", token: nil).status == 401)
+                let wallet = try await recorder.read("/v1/players/generic/zoe/wallet")
+                #expect(wallet.json["balance"] as? Int == 35, "\(wallet.body)")
+                let entries = wallet.json["entries"] as? [[String: Any]] ?? []
+                #expect(entries.map { $0["kind"] as? String } == ["adjust", "topup"] && entries.last?["order"] as? String == "chain-pay-1")
+                #expect(try await recorder.read("/v1/players/wechat/zoe/wallet").status == 404)
+                #expect(try database.psql("SELECT balance FROM wallets WHERE account = 'zoe'") == ["35"])
             }
         }
 

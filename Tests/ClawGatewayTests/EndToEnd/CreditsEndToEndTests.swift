@@ -17,10 +17,17 @@ extension HeavySuites {
         static func topUp(_ site: E2ESite, _ json: String, timestamp: Int64 = Int64(Date().timeIntervalSince1970), secret: String = secret)
             async throws -> HTTP.Answer
         {
+            try await topUp(base: site.base, json, timestamp: timestamp, secret: secret)
+        }
+
+        /// A top-up signed as the payment service signs it, to the gateway or recorder at `base`.
+        static func topUp(base: String, _ json: String, timestamp: Int64 = Int64(Date().timeIntervalSince1970), secret: String = secret)
+            async throws -> HTTP.Answer
+        {
             let body = Array(json.utf8)
             let stamp = String(timestamp)
             return try await HTTP.request(
-                .POST, "\(site.base)/v1/credits/topups",
+                .POST, "\(base)/v1/credits/topups",
                 headers: [
                     ("Content-Type", "application/json"), (GenericEnvelope.timestampHeader, stamp),
                     (GenericEnvelope.signatureHeader, Signatures.topupSignature(secret: secret, timestamp: stamp, body: body)),

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// A real mosquitto broker for one test: its own config on a free loopback
@@ -102,24 +103,46 @@ struct BrokerError: Error, CustomStringConvertible {
 }
 
 enum FreePort {
-    /// A TCP port on 127.0.0.1 that nothing listens on right now.
+    /// A TCP port on 127.0.0.1 that nothing listens on right now, below the
+    /// kernel's ephemeral range. Port 0 would take one from that range, which
+    /// every outgoing connection of every test draws from too: a gateway,
+    /// broker or node restarted on its port could find it taken, for the
+    /// moment of its restart, as the local port of someone's connection
+    /// ("Address already in use"). The chaos scripts, which run beside the
+    /// tests, pick from the 12000 ports just under the range; the tests from
+    /// the 12000 under those. Each port is handed out once per test process.
     static func next() throws -> Int {
+        let low = ephemeralLow
+        let range = max(1024, low - 24000)..<max(1025, low - 12000)
+        for _ in 0..<2000 {
+            let port = Int.random(in: range)
+            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
+            if canBind(port) { return port }
+        }
+        throw BrokerError("could not find a free port in \(range)")
+    }
+
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// The first port of the kernel's ephemeral range.
+    private static let ephemeralLow: Int = {
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        return text.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
+    }()
+
+    private static func canBind(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw BrokerError("socket() failed") }
+        guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw -> Int32 in
-                guard bind(fd, raw, length) == 0 else { return -1 }
-                return getsockname(fd, raw, &length)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
             }
         }
-        guard bound == 0 else { throw BrokerError("could not find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     static func isListening(_ port: Int) -> Bool {

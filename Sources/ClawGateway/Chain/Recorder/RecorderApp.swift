@@ -38,6 +38,15 @@ struct RecorderApp {
         let reads = router.group().add(middleware: AccessGuard(policy: access, scope: .read))
         routes.add(health: router, reads: reads)
         routes.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
+        // The chain's wallets (SPEC §11): the payment service's top-ups, the wallets, operators' adjustments.
+        if let credits = config.credits {
+            let admin =
+                config.recorder.http.adminToken == nil ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
+            CreditsRoutes<GatewayRequestContext>(
+                keeper: ChainWallets(store: routes.recorder.store, logger: routes.logger), settings: credits,
+                providers: GatewayMetrics.providers, now: routes.now, tell: { _ in }
+            ).add(to: router, reads: reads, admin: admin)
+        }
         GatewayMetrics.prepare(routes: router.routes.map(\.path.description))
         return router
     }

@@ -33,7 +33,7 @@ import Synchronization
 final class RecorderStore: Sendable {
     let client: PostgresClient
     let url: DatabaseURL
-    private let logger: Logger
+    let logger: Logger
     private let state = Mutex(StoreState())
     /// The readers' share of the pool (``read(_:_:)``).
     private let reads = ReadGate(permits: RecorderStore.maxReads)
@@ -135,6 +135,8 @@ final class RecorderStore: Sendable {
             )
             """,
         ],
+        // SPEC §11: the chain's wallets (RecorderStore+Ledger.swift).
+        ledgerMigration,
     ]
 
     /// Brings the schema to the last version, under an advisory lock: two
@@ -307,7 +309,7 @@ final class RecorderStore: Sendable {
     /// heeding cancellation, and a task group (which waits for every child)
     /// hung the recorder's writer with it for good, `readyz` saying ready.
     /// `body` is cancelled and left to end by itself.
-    private func timed<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    func timed<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
             let race = FirstAnswer<T>()
             let value = try await withTaskCancellationHandler {

@@ -1,0 +1,181 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Protocol
+
+/// The chain's wallets in PostgreSQL (SPEC §11): a player pays at any site
+/// from one balance. The same ledger as a site's SQLite (``LedgerEntry``):
+/// entries never changed or deleted (the database refuses it), one entry per
+/// kind and key (a top-up's order, a debit's or refund's session), each
+/// wallet's balance kept with its entries in one transaction and never below
+/// 0. A change to a wallet locks the wallet's row first, so that recorders
+/// and requests changing one wallet take turns there.
+extension RecorderStore {
+    static let ledgerMigration = [
+        """
+        CREATE TABLE ledger (
+            seq bigserial PRIMARY KEY,
+            provider text NOT NULL,
+            account text NOT NULL,
+            kind text NOT NULL,
+            credits bigint NOT NULL,
+            key text,
+            reason text,
+            digest text,
+            site text,
+            at timestamptz NOT NULL DEFAULT now(),
+            \(LedgerEntry.tableChecks)
+        )
+        """,
+        "CREATE UNIQUE INDEX ledger_once ON ledger (kind, key) WHERE key IS NOT NULL",
+        "CREATE INDEX ledger_by_wallet ON ledger (provider, account, seq)",
+        """
+        CREATE FUNCTION ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'ledger entries are never changed or deleted'; END $$
+        """,
+        "CREATE TRIGGER ledger_append_only BEFORE UPDATE OR DELETE ON ledger FOR EACH ROW EXECUTE FUNCTION ledger_append_only()",
+        """
+        CREATE TABLE wallets (
+            provider text NOT NULL,
+            account text NOT NULL,
+            balance bigint NOT NULL CHECK (balance >= 0),
+            PRIMARY KEY (provider, account)
+        )
+        """,
+    ]
+
+    /// Offers `entry` to the chain's ledger in a transaction of its own;
+    /// `site` is the site that asked, for a game's entries.
+    func append(_ entry: LedgerEntry, site: String? = nil) async throws -> LedgerAppend {
+        try await migrate()
+        do {
+            return try await appendOnce(entry, site: site)
+        } catch where Self.isUniqueViolation(error) {
+            // The same key for another wallet, written between our look and our insert: look again.
+            return try await appendOnce(entry, site: site)
+        }
+    }
+
+    private func appendOnce(_ entry: LedgerEntry, site: String?) async throws -> LedgerAppend {
+        let (provider, account, kind) = (entry.wallet.provider, entry.wallet.accid, entry.kind.rawValue)
+        let (key, reason, digest, credits, at) = (entry.key, entry.reason, entry.digest, entry.credits, entry.at)
+        return try await timed { [client, logger] in
+            try await client.withTransaction(logger: logger) { connection -> LedgerAppend in
+                // The wallet's row, locked: every change to one wallet takes its turn here.
+                var balance: Int64 = 0
+                for try await value in try await connection.query(
+                    """
+                    INSERT INTO wallets (provider, account, balance) VALUES (\(provider), \(account), 0)
+                    ON CONFLICT (provider, account) DO UPDATE SET balance = wallets.balance
+                    RETURNING balance
+                    """, logger: logger
+                ).decode(Int64.self) {
+                    balance = value
+                }
+                if let key {
+                    for try await kept in try await connection.query(
+                        "SELECT digest FROM ledger WHERE kind = \(kind) AND key = \(key)", logger: logger
+                    ).decode(String?.self) {
+                        return kept == digest ? .duplicate(balance: balance) : .conflict
+                    }
+                }
+                let after = balance + credits
+                guard after >= 0 else { return .insufficient(balance: balance) }
+                try await connection.query(
+                    """
+                    INSERT INTO ledger (provider, account, kind, credits, key, reason, digest, site, at)
+                    VALUES (\(provider), \(account), \(kind), \(credits), \(key), \(reason), \(digest), \(site), \(at))
+                    """, logger: logger)
+                try await connection.query(
+                    "UPDATE wallets SET balance = \(after) WHERE provider = \(provider) AND account = \(account)", logger: logger)
+                return .written(balance: after)
+            }
+        }
+    }
+
+    private static func isUniqueViolation(_ error: any Error) -> Bool {
+        var error: (any Error)? = error
+        if let transaction = error as? PostgresTransactionError { error = transaction.closureError ?? transaction.commitError }
+        return (error as? PSQLError)?.serverInfo?[.sqlState] == "23505"
+    }
+
+    /// A wallet's balance and its entries, newest first; read within the readers' share of the pool.
+    func wallet(_ player: PlayerAddress, limit: Int, offset: Int) async throws -> WalletPage {
+        let (provider, account) = (player.provider, player.accid)
+        let entries: [LedgerEntry] = try await read(
+            """
+            SELECT kind, credits, key, reason, digest, at FROM ledger WHERE provider = \(provider) AND account = \(account)
+            ORDER BY seq DESC LIMIT \(Int64(limit)) OFFSET \(Int64(offset))
+            """
+        ) { rows in
+            var entries: [LedgerEntry] = []
+            for try await (kind, credits, key, reason, digest, at) in rows.decode((String, Int64, String?, String?, String?, Date).self) {
+                entries.append(
+                    LedgerEntry(
+                        wallet: player, kind: LedgerEntry.Kind(rawValue: kind) ?? .adjust, credits: credits, key: key, reason: reason,
+                        digest: digest, at: at))
+            }
+            return entries
+        }
+        let balance: Int64 = try await read("SELECT balance FROM wallets WHERE provider = \(provider) AND account = \(account)") { rows in
+            var balance: Int64 = 0
+            for try await value in rows.decode(Int64.self) { balance = value }
+            return balance
+        }
+        return WalletPage(balance: balance, entries: entries)
+    }
+
+    /// Wallets whose kept balance is not the sum of their entries: none,
+    /// unless the database was changed by hand (the chain's tests check it).
+    func walletsOutOfBalance() async throws -> [PlayerAddress] {
+        try await read(
+            """
+            SELECT w.provider, w.account FROM wallets w LEFT JOIN ledger l ON l.provider = w.provider AND l.account = w.account
+            GROUP BY w.provider, w.account, w.balance HAVING w.balance <> COALESCE(SUM(l.credits), 0)
+            UNION
+            SELECT l.provider, l.account FROM ledger l
+            WHERE NOT EXISTS (SELECT 1 FROM wallets w WHERE w.provider = l.provider AND w.account = l.account)
+            """
+        ) { rows in
+            var out: [PlayerAddress] = []
+            for try await (provider, account) in rows.decode((String, String).self) {
+                out.append(PlayerAddress(accid: account, provider: provider))
+            }
+            return out
+        }
+    }
+}
+
+/// The chain's wallets as the top-up, adjustment and wallet routes see them
+/// (SPEC §11): served by the recorder, kept in its PostgreSQL.
+struct ChainWallets: WalletKeeper {
+    let store: RecorderStore
+    let logger: Logger
+
+    func topUp(_ entry: LedgerEntry) async -> WalletChange {
+        await change(entry)
+    }
+
+    func adjust(_ entry: LedgerEntry) async -> WalletChange {
+        await change(entry)
+    }
+
+    func wallet(_ player: PlayerAddress, limit: Int, offset: Int) async throws -> WalletPage {
+        try await store.wallet(player, limit: limit, offset: offset)
+    }
+
+    private func change(_ entry: LedgerEntry) async -> WalletChange {
+        do {
+            switch try await store.append(entry) {
+            case .written(let balance): return .written(balance: balance)
+            case .duplicate(let balance): return .duplicate(balance: balance)
+            case .conflict: return .conflict
+            case .insufficient(let balance): return .insufficient(balance: balance)
+            }
+        } catch {
+            logger.warning(
+                "Wallet change not written: the database is unreachable", metadata: ["error.message": "\(error)", "ledger.kind": "\(entry.kind.rawValue)"])
+            return .unavailable
+        }
+    }
+}
