@@ -63,7 +63,9 @@ struct CreditsRoutes<Context: RequestContext>: Sendable {
                     .conflict, code: ErrorCode.insufficientCredits.rawValue,
                     "The balance of \(player.accid) is \(balance): taking \(-credits) would take it below 0. Nothing was written.")
             case .duplicate, .conflict, .unavailable:
-                throw Refusal.unavailable("The adjustment could not be saved now; storage is failing (see /readyz). Nothing was written.")
+                // Refused before it was taken, or taken and not saved in time (it is then written once storage is back).
+                throw Refusal.unavailable(
+                    "The adjustment could not be confirmed as saved: storage is failing (see /readyz). Read the wallet before sending it again.")
             }
         }
     }
