@@ -125,6 +125,13 @@ public enum PlayerText {
     /// The longest player account accepted, in UTF-8 bytes.
     public static let maxAccountBytes = 128
 
+    /// Whether `account` is one the gateway takes a player by: 1 to
+    /// ``maxAccountBytes`` bytes, nothing hidden (the ingress's sender, a
+    /// wallet's account).
+    public static func isAccount(_ account: String) -> Bool {
+        !account.isEmpty && account.utf8.count <= maxAccountBytes && !hasHiddenCharacters(account)
+    }
+
     /// Whether `text` has characters that can break a line or hide, reorder
     /// or disguise what others see: control characters, format characters
     /// (bidi overrides, zero-width spaces and joiners), line and paragraph

@@ -45,10 +45,10 @@ struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
             let offset = Self.integer(form["offset"], default: 0, in: 0...1_000_000)
         else { return Self.failure(400, "limit must be a whole number from 1 to 500 and offset one from 0 to 1000000.") }
         let (tourist, refusal) = await tourist(sid: sid, client: client)
-        guard let tourist else { return refusal ?? Self.failure(401, "sid is unknown or expired.") }
+        guard let tourist, let wallets else { return refusal ?? Self.failure(401, "sid is unknown or expired.") }
         let player = PlayerAddress(accid: tourist.accid, provider: "netease")
         do {
-            return Self.ok(WalletAnswer(player, try await arcade.writer.store.wallet(player, limit: limit, offset: offset)))
+            return Self.ok(WalletAnswer(player, try await wallets.wallet(player, limit: limit, offset: offset)))
         } catch {
             return Self.failure(500, "The wallet could not be read; try again later.")
         }

@@ -185,7 +185,7 @@ enum TopUp {
 
     /// An account as the ingress takes one (SPEC §5).
     static func check(account: String) throws {
-        guard !account.isEmpty, account.utf8.count <= PlayerText.maxAccountBytes, !PlayerText.hasHiddenCharacters(account) else {
+        guard PlayerText.isAccount(account) else {
             throw invalid("account: 1 to \(PlayerText.maxAccountBytes) bytes without control or invisible formatting characters.")
         }
     }

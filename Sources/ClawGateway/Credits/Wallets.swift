@@ -32,10 +32,22 @@ final class Wallets: WalletKeeper {
         CreditsMetrics.wallets.set(to: Double(book.withLock { $0.count }))
     }
 
-    /// Runs `body` with the book under the lock: a machine's transition reads
-    /// it, then applies and submits what it decided before `body` returns.
-    func transact<R>(_ body: (WalletBook) -> R) -> R {
-        book.withLock { body($0) }
+    /// Runs `decide` under the wallets' lock when games cost credits (with the
+    /// book; nil when games are free), then applies the ledger entries among
+    /// the writes it returns and submits the writes for `machine`, before the
+    /// lock is released: the ledger reaches the file in the order it was
+    /// decided. A machine's transition and the closing of orphaned games go
+    /// through here.
+    static func submit<R: Sendable>(
+        _ wallets: Wallets?, to writer: StorageWriter, machine: Int, _ decide: (WalletBook?) -> (R, [StoreChange])
+    ) -> (R, StorageWriter.Ticket?) {
+        func run(_ book: WalletBook?) -> (R, StorageWriter.Ticket?) {
+            let (result, writes) = decide(book)
+            book?.apply(writes)
+            return (result, writes.isEmpty ? nil : writer.submit(writes, machine: machine))
+        }
+        guard let wallets else { return run(nil) }
+        return wallets.book.withLock { run($0) }
     }
 
     func balance(of player: PlayerAddress) -> Int64 {
@@ -55,7 +67,7 @@ final class Wallets: WalletKeeper {
 
     private func change(_ entry: LedgerEntry) async -> WalletChange {
         guard writer.isWritable else { return .unavailable }
-        let decided: Result<(StorageWriter.Ticket, Int64), WalletChange> = book.withLock { book in
+        let decided: Result<(ticket: StorageWriter.Ticket, balance: Int64, wallets: Int), WalletChange> = book.withLock { book in
             if let key = entry.key {
                 book.forgetDurableOrders(writer.isDurable)
                 let taken: (found: Bool, digest: String?)
@@ -78,13 +90,13 @@ final class Wallets: WalletKeeper {
             book.apply(entry)
             let ticket = writer.submit([.ledger(entry)], machine: -1)
             if let key = entry.key { book.pendingOrders[key] = (entry.digest, ticket) }
-            return .success((ticket, after))
+            return .success((ticket, after, book.count))
         }
         switch decided {
         case .failure(let change):
             return change
-        case .success(let (ticket, balance)):
-            CreditsMetrics.wallets.set(to: Double(book.withLock { $0.count }))
+        case .success(let (ticket, balance, wallets)):
+            CreditsMetrics.wallets.set(to: Double(wallets))
             guard await writer.waitDurable(ticket, timeout: Self.durableWithin) else { return .unavailable }
             return .written(balance: balance)
         }

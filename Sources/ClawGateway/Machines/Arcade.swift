@@ -136,14 +136,7 @@ final class Arcade: Sendable {
         }
         // No machine waits on this write: an index no machine has. Under the
         // wallets' lock, like every change to a wallet.
-        if let wallets = environment.wallets {
-            wallets.transact { book in
-                book.apply(closed)
-                _ = writer.submit(closed, machine: -1)
-            }
-        } else {
-            _ = writer.submit(closed, machine: -1)
-        }
+        _ = Wallets.submit(environment.wallets, to: writer, machine: -1) { _ in ((), closed) }
         environment.logger.notice(
             "Games open on machines no longer in the config closed",
             metadata: ["games.closed": .string(orphans.map { "\($0.machine)/\($0.id)" }.joined(separator: ","))])
@@ -365,7 +358,7 @@ final class Arcade: Sendable {
     }
 
     private static func checkAccount(_ accid: String) throws(WireError) {
-        guard !accid.isEmpty, accid.utf8.count <= PlayerText.maxAccountBytes, !PlayerText.hasHiddenCharacters(accid) else {
+        guard PlayerText.isAccount(accid) else {
             throw WireError(
                 .invalidPayload,
                 "The sender account must be 1 to \(PlayerText.maxAccountBytes) bytes without control or invisible formatting characters.")

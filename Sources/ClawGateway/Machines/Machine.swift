@@ -360,13 +360,11 @@ final class Machine: Sendable {
         let writable = environment.writer.isWritable
         let (outcome, ticket, schedule) = guarded.withLock { guarded in
             afterwards(&guarded)
-            let (step, ticket) = paying { wallets in
+            let (step, ticket) = Wallets.submit(environment.wallets, to: environment.writer, machine: index) { wallets in
                 let context = TransitionContext(
                     now: environment.clock.moment(), brokerConnected: connected, storageWritable: writable, wallets: wallets)
                 let step = body(&guarded.game, context)
-                // Applied and submitted under the wallets' lock: the ledger reaches the file in the order it was decided.
-                wallets?.apply(step.writes)
-                return (step, step.writes.isEmpty ? nil : environment.writer.submit(step.writes, machine: index))
+                return (step, step.writes)
             }
             then(&guarded, step.outcome)
             if !step.effects.isEmpty, !guarded.stopped {
@@ -383,12 +381,6 @@ final class Machine: Sendable {
         if let schedule { environment.deadlines.schedule(index, at: schedule) }
         drain()
         return (outcome, ticket)
-    }
-
-    /// Runs `body` under the wallets' lock when games cost credits, with the book.
-    private func paying<R>(_ body: (WalletBook?) -> R) -> R {
-        guard let wallets = environment.wallets else { return body(nil) }
-        return wallets.transact { body($0) }
     }
 
     /// Carries out what is ready in the outbox, in order, unless another
