@@ -55,9 +55,14 @@ struct Gateway {
             ArcadeFeed.GatewayStatus(
                 brokerConnected: mqtt.isConnected, storageWritable: writer.isWritable, repliesFailed: GatewayMetrics.repliesFailed)
         }
-        // Games cost credits (SPEC §11): every balance, read from the ledger.
-        let wallets = try config.credits.map { credits throws(StorageError) in
+        // Games cost credits (SPEC §11): every balance, read from the ledger;
+        // at a site of a chain the chain's ledger keeps them, asked over the link.
+        let wallets = try config.chain == nil ? config.credits.map { credits throws(StorageError) in
             try Wallets(settings: credits, writer: writer, logger: logger)
+        } : nil
+        let chainLedger = config.credits == nil ? nil : config.chain.map { chain in
+            ChainLedgerDesk(
+                timeout: chain.walletTimeout, store: store, writer: writer, resendInterval: chain.resendInterval, clock: clock, logger: logger)
         }
         if exportsMetrics, wallets != nil { CreditsMetrics.prepare() }
         let appServer = AppServer.make(config: config, store: store, client: replies.client, clock: clock, wallets: wallets, logger: logger)
@@ -66,6 +71,7 @@ struct Gateway {
             limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger)
         environment.observers = [feed] + (appServer.map { [$0.mirror] } ?? [])
         environment.wallets = wallets
+        environment.chainLedger = chainLedger
         let arcade = try Arcade(config: config, environment: environment)
         appServer?.attach(arcade)
         writer.start()
@@ -83,8 +89,9 @@ struct Gateway {
                 eventLoop: replies.client.eventLoopGroup.any())
             return try ChainLink(
                 settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger,
-                inbox: inbox, store: store)
+                inbox: inbox, store: store, ledger: chainLedger)
         }
+        if let chainLink, let chainLedger { chainLedger.attach(link: chainLink, arcade: arcade) }
         let exporter: (@Sendable () -> String)? =
             exportsMetrics
             ? { @Sendable in

@@ -20,6 +20,10 @@ public struct ChainTopics: Sendable, Equatable {
     public var records: String { "\(base)/records" }
     /// Retained by the recorder: how far it has written.
     public var recordsAck: String { "\(base)/records/ack" }
+    /// The site's debits and refunds, for the chain's ledger (SPEC §11).
+    public var wallet: String { "\(base)/wallet" }
+    /// The recorder's answers to them.
+    public var walletAck: String { "\(base)/wallet/ack" }
 }
 
 /// `<prefix>/<site>/gateway/directory`: what the routers learn ownership from.

@@ -11,6 +11,9 @@ struct ChainSettings: Sendable, Equatable {
     var inboxMaxAge: Duration = .seconds(2)
     /// How often unacknowledged game records are sent again.
     var resendInterval: Duration = .seconds(10)
+    /// With `credits:`: how long an accept waits for the chain's ledger to
+    /// answer its debit before it is refused `gateway_unavailable` (SPEC §11).
+    var walletTimeout: Duration = .seconds(2)
     /// TLS for `mqtts://` nodes, checked against the system's CAs: the
     /// cluster is on the internet, with a public certificate.
     var tls: TLSSettings?
@@ -24,7 +27,7 @@ struct ChainSettings: Sendable, Equatable {
         BusSettings(urls: bus, username: username, password: password, clientID: clientID, topicPrefix: prefix, tls: tls)
     }
 
-    static let keys = ["site", "bus", "username", "password", "inbox_max_age", "resend_interval"]
+    static let keys = ["site", "bus", "username", "password", "inbox_max_age", "resend_interval", "wallet_timeout"]
 
     /// Reads the section, reporting every problem under its key's path.
     /// - Parameter brokerURL: parses one `mqtt://` or `mqtts://` URL, or reports why not.
@@ -38,11 +41,12 @@ struct ChainSettings: Sendable, Equatable {
         let password = section.string("password")
         let inboxMaxAge = section.duration("inbox_max_age", default: .seconds(2))
         let resendInterval = section.duration("resend_interval", default: .seconds(10), atLeast: .seconds(1))
+        let walletTimeout = section.duration("wallet_timeout", default: .seconds(2), atLeast: .milliseconds(100))
         guard let site, siteProblem(site) == nil, !urls.isEmpty else { return nil }
         let tls = urls[0].usesTLS ? TLSSettings() : nil
         return ChainSettings(
             site: site, bus: urls, username: username, password: password, inboxMaxAge: inboxMaxAge,
-            resendInterval: resendInterval, tls: tls)
+            resendInterval: resendInterval, walletTimeout: walletTimeout, tls: tls)
     }
 
     /// The cluster's nodes listed under `key` (required, at least one, all

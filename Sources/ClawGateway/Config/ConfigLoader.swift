@@ -90,7 +90,7 @@ struct Schema {
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
         let defaults = MachineSettings.read(
             gameSection?.section("settings", keys: MachineSettings.keys), over: MachineSettings())
-        let credits = top.section("credits", keys: CreditsSettings.keys).flatMap(CreditsSettings.read)
+        let credits = top.section("credits", keys: CreditsSettings.keys).flatMap { CreditsSettings.read($0, inChain: top.has("chain")) }
         let machines = readMachines(
             top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix, settings: defaults,
             credits: top.has("credits") ? (credits?.price ?? 0) : nil)
@@ -103,11 +103,6 @@ struct Schema {
                 reader.report(
                     "app_server.sessions",
                     "must be secret with credits: with accid, whoever knows an account id (every chatroom shows them) spends its credits")
-            }
-            if top.has("chain") {
-                reader.report(
-                    "credits",
-                    "is not yet taken by a site of a chain: a chain's wallet lives in its recorder's PostgreSQL, which does not keep it yet")
             }
         }
         guard let gateway, let mqtt, let http, let machines else { return nil }

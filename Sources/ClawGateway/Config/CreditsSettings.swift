@@ -4,7 +4,8 @@
 struct CreditsSettings: Sendable, Equatable {
     /// What a game costs on a machine with no `price:` of its own.
     var price: Int64 = 1
-    /// Signs the payment service's top-ups (`POST /v1/credits/topups`).
+    /// Signs the payment service's top-ups (`POST /v1/credits/topups`);
+    /// empty at a site of a chain, whose recorder takes them.
     var topupSecret: String
     /// The most one top-up may add.
     var maxTopup: Int64 = 10_000
@@ -28,9 +29,19 @@ struct CreditsSettings: Sendable, Equatable {
         return Int64(machine.int("price", default: 0, in: 0...maxAmount))
     }
 
-    /// Reads the section, reporting every problem under its key's path.
-    static func read(_ section: ConfigReader.Section) -> CreditsSettings? {
+    /// Reads the section, reporting every problem under its key's path. At
+    /// a site of a chain (`inChain`) the wallet is the chain's: top-ups go to
+    /// the recorder, and tourists are the app server's of the chain.
+    static func read(_ section: ConfigReader.Section, inChain: Bool = false) -> CreditsSettings? {
         let price = Int64(section.int("price", default: 1, in: 0...maxAmount))
+        if inChain {
+            for key in ["topup_secret", "max_topup", "welcome"] where section.has(key) {
+                section.reader.report(
+                    section.path(key),
+                    "is not a site's in a chain: the chain's wallet is kept by its recorder, whose recorder.yaml `credits:` takes top-ups")
+            }
+            return CreditsSettings(price: price, topupSecret: "")
+        }
         let secret = section.nonEmpty("topup_secret", required: true)
         if let secret, secret.utf8.count < minSecretLength {
             section.reader.report(

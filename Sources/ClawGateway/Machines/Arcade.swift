@@ -125,9 +125,15 @@ final class Arcade: Sendable {
             var game = game
             game.endedAt = now
             game.outcome = game.startedAt == nil ? .expired : .noResult
-            // A started game it paid for is paid back (SPEC §11), with its end.
-            let refund = game.startedAt == nil ? nil : game.paid.map { paid in
-                StoreChange.ledger(
+            // A started game it paid for is paid back (SPEC §11), with its end;
+            // in a chain also a turn whose debit was asked.
+            let refund: StoreChange? = game.paid.flatMap { paid in
+                if environment.chainLedger != nil {
+                    return .chainWallet(
+                        ChainWalletAsk(kind: .refund, session: game.id, provider: game.provider, account: game.player, credits: paid, machine: game.machine))
+                }
+                guard game.startedAt != nil else { return nil }
+                return .ledger(
                     LedgerEntry(
                         wallet: PlayerAddress(accid: game.player, provider: game.provider), kind: .refund, credits: paid, key: game.id,
                         reason: nil, digest: nil, at: now))

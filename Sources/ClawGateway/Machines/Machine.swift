@@ -337,6 +337,11 @@ final class Machine: Sendable {
         guarded.withLock { ($0.game.boardSettings, $0.game.settingsOverride != nil) }
     }
 
+    /// The chain's ledger answered this machine's debit (SPEC §11).
+    func debitAnswered(_ answer: ChainWalletAnswer) {
+        _ = transition { game, context in game.debitAnswered(answer, context) }
+    }
+
     /// Ends the current turn as `skipped`; false when nobody holds the machine.
     func skip() -> (Bool, StorageWriter.Ticket?) {
         transition { game, context in game.skip(context) }
@@ -358,11 +363,13 @@ final class Machine: Sendable {
     ) -> (Outcome, StorageWriter.Ticket?) {
         let connected = environment.publisher.isConnected
         let writable = environment.writer.isWritable
+        let chainLedger = environment.chainLedger.map { ChainLedgerContext(timeout: $0.timeout, reachable: $0.reachable) }
         let (outcome, ticket, schedule) = guarded.withLock { guarded in
             afterwards(&guarded)
             let (step, ticket) = Wallets.submit(environment.wallets, to: environment.writer, machine: index) { wallets in
                 let context = TransitionContext(
-                    now: environment.clock.moment(), brokerConnected: connected, storageWritable: writable, wallets: wallets)
+                    now: environment.clock.moment(), brokerConnected: connected, storageWritable: writable, wallets: wallets,
+                    chainLedger: chainLedger)
                 let step = body(&guarded.game, context)
                 return (step, step.writes)
             }
@@ -456,6 +463,8 @@ final class Machine: Sendable {
                 publish(snapshot)
             case .reply(let reply):
                 send(reply)
+            case .askDebit(let ask):
+                environment.chainLedger?.ask(ask, machine: index)
             case .gone:
                 leave()
             }

@@ -19,6 +19,9 @@ enum MachineEffect: Sendable {
     case snapshot(QueueSnapshot)
     /// A reply to a player through their IM provider.
     case reply(PlayerReply)
+    /// A game's debit asked of the chain's ledger (SPEC §11), once the ask
+    /// is durable: its answer comes back as ``MachineState/debitAnswered(_:_:)``.
+    case askDebit(ChainWalletAsk)
     /// Retired by a reload and free at last: its retained snapshot is
     /// cleared and the arcade lets it go (SPEC §13).
     case gone
@@ -84,4 +87,16 @@ struct TransitionContext: Sendable {
     /// the wallets' lock, which is held for the whole transition; nil when
     /// games are free.
     var wallets: WalletBook? = nil
+    /// In a chain whose games cost credits: the chain's ledger debits them
+    /// (SPEC §11), asked over the site's link; nil otherwise.
+    var chainLedger: ChainLedgerContext? = nil
+}
+
+/// How a transition reaches the chain's ledger (SPEC §11).
+struct ChainLedgerContext: Sendable {
+    /// `chain.wallet_timeout`: an accept whose debit is not answered within
+    /// it is refused `gateway_unavailable`, and the offer stands.
+    var timeout: Duration
+    /// Whether the site's link to the chain is up: an accept is refused at once while it is not.
+    var reachable: Bool
 }

@@ -61,6 +61,9 @@ struct MachineEnvironment: Sendable {
     var observers: [any MachineObserver] = []
     /// The players' wallets when games cost credits (SPEC §11).
     var wallets: Wallets? = nil
+    /// At a site of a chain whose games cost credits: the chain's ledger,
+    /// which debits them (SPEC §11).
+    var chainLedger: ChainLedgerDesk? = nil
 
     static func randomSessionPrefix() -> String {
         Signatures.nonce(bytes: 6) + "-"

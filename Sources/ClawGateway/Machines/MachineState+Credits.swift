@@ -26,17 +26,91 @@ extension MachineState {
             balance: balance, price: price)
     }
 
-    /// The turn offer (11): with the price and the player's balance where games cost.
+    /// The turn offer (11): with the price where games cost, and the
+    /// player's balance where the site holds it (not in a chain).
     func offer(_ session: String, to player: PlayerAddress, serial: Int64, timeout: Int, _ fx: Effects) -> WireMessage {
         let balance = price == nil ? nil : fx.balance(of: player)
-        return WireMessage(
-            .turnOffer, data: session, serial: serial, timeout: timeout, balance: balance, price: balance == nil ? nil : price)
+        return WireMessage(.turnOffer, data: session, serial: serial, timeout: timeout, balance: balance, price: price)
     }
 
-    /// The game's debit, with its start: `turn` has just started.
-    mutating func debit(_ turn: Turn, _ fx: inout Effects) {
+    /// The game's debit, with its start: `turn` has just started. At a site
+    /// it is written now, with the start; in a chain the chain's ledger has
+    /// written it (its answer's `balance`) and it is only told.
+    mutating func debit(_ turn: Turn, balance: Int64?, _ fx: inout Effects) {
         guard let paid = turn.paid else { return }
-        changeWallet(.debit, -paid, of: turn.player.address, session: turn.session, &fx)
+        if fx.context.chainLedger != nil {
+            tellWallet(.debit, -paid, balance: balance, of: turn.player.address, session: turn.session, &fx)
+        } else {
+            changeWallet(.debit, -paid, of: turn.player.address, session: turn.session, &fx)
+        }
+    }
+
+    // MARK: In a chain
+
+    /// An accept where the chain's ledger debits the game (SPEC §11): the
+    /// ask is written (so that a turn that ends without its game asks for
+    /// it back, even after a crash) and goes out once durable; the game
+    /// starts with the answer (``debitAnswered(_:_:)``), or the accept is
+    /// refused `gateway_unavailable` after `chain.wallet_timeout` and the
+    /// offer stands. An accept while the ask is out is the same accept.
+    mutating func askDebit(_ turn: Turn, price: Int64, _ ledger: ChainLedgerContext, _ fx: inout Effects) throws(WireError)
+        -> RequestOutcome
+    {
+        guard turn.debitAskedUntil == nil else { return .ignored("the game's debit is asked of the chain's ledger") }
+        guard ledger.reachable else {
+            throw WireError(.gatewayUnavailable, "The arcade cannot reach the chain's wallets right now; accept again in a moment.")
+        }
+        let ask = ChainWalletAsk(
+            kind: .debit, session: turn.session, provider: turn.player.provider, account: turn.player.accid, credits: price,
+            machine: id)
+        // Asked again for one session (an accept after a timeout): the ledger debits it once.
+        if turn.paid == nil { fx.writes.append(.chainWallet(ask)) }
+        modifyTurn { turn in
+            turn.paid = price
+            turn.debitAskedUntil = fx.now.uptime + ledger.timeout
+        }
+        fx.list.append(.askDebit(ask))
+        return .ignored("the game's debit is asked of the chain's ledger")
+    }
+
+    /// The chain's ledger answered a debit. The turn still offered with its
+    /// ask out starts its game, or passes on when the balance was short. An
+    /// answer that comes late (the accept given up on, the turn over) does
+    /// nothing here: a turn that ends unstarted asks for its debit back.
+    mutating func debitAnswered(_ answer: ChainWalletAnswer, _ context: TransitionContext) -> Step<Void> {
+        var fx = Effects(context)
+        guard case .offered(let turn) = phase, turn.session == answer.session, turn.debitAskedUntil != nil, let price = turn.paid
+        else { return finish((), &fx) }
+        modifyTurn { $0.debitAskedUntil = nil }
+        switch answer.result {
+        case .debited where online && context.brokerConnected:
+            _ = startGame(paid: price, balance: answer.balance, &fx)
+        case .debited:
+            // Debited, but the coin cannot go out now: accept again (the
+            // ledger debits once), or the turn's end pays it back.
+            reply(
+                turn.player.address, error: WireError(.gatewayUnavailable, "\(machine.name) cannot be reached right now; accept again in a moment."),
+                &fx)
+        case .insufficient:
+            // Nothing was debited: nothing to ask back.
+            modifyTurn { $0.paid = nil }
+            endTurn(.unpaid, &fx)
+            reply(turn.player.address, error: insufficientCredits(balance: answer.balance, price: price), &fx)
+        case .refused, .refunded, .nothingToRefund:
+            endTurn(.unpaid, reason: "debit_refused", &fx)
+            reply(turn.player.address, error: WireError(.gatewayUnavailable, "The chain's wallets refused this game; join again to play."), &fx)
+        }
+        return finish((), &fx)
+    }
+
+    /// The ask of the offered turn went unanswered for `chain.wallet_timeout`:
+    /// the accept is refused, the offer stands until its own timer.
+    mutating func debitUnanswered(_ fx: inout Effects) {
+        guard case .offered(let turn) = phase, let until = turn.debitAskedUntil, until <= fx.now.uptime else { return }
+        modifyTurn { $0.debitAskedUntil = nil }
+        notice(
+            turn.player.address,
+            WireError(.gatewayUnavailable, "The chain's wallets did not answer in time; accept again while the offer stands."), &fx)
     }
 
     /// Pays a game back with its end when its player got no fair game: an
@@ -51,13 +125,32 @@ extension MachineState {
     /// player (14) once durable, and an event of the machine. A refund of a
     /// game paid for before `credits:` was taken out of the file is still
     /// written, untold: the ledger is the money, whatever the file says now.
+    ///
+    /// In a chain a refund is written to the site's outbox instead, with the
+    /// game's end, and sent to the chain's ledger until it answers; the
+    /// player is told the balance then.
     private mutating func changeWallet(
         _ kind: LedgerEntry.Kind, _ credits: Int64, of player: PlayerAddress, session: String, _ fx: inout Effects
     ) {
+        if fx.context.chainLedger != nil {
+            fx.writes.append(
+                .chainWallet(
+                    ChainWalletAsk(kind: .refund, session: session, provider: player.provider, account: player.accid, credits: credits, machine: id)))
+            tellWallet(kind, credits, balance: nil, of: player, session: session, &fx)
+            return
+        }
         fx.writes.append(
             .ledger(LedgerEntry(wallet: player, kind: kind, credits: credits, key: session, reason: nil, digest: nil, at: fx.now.wall)))
         let balance = fx.balance(of: player).map { $0 + credits }
         fx.walletChanges[player, default: 0] += credits
+        tellWallet(kind, credits, balance: balance, of: player, session: session, &fx)
+    }
+
+    /// Tells a change of a game to its player (14) when the balance after
+    /// it is known, and makes it an event of the machine.
+    private mutating func tellWallet(
+        _ kind: LedgerEntry.Kind, _ credits: Int64, balance: Int64?, of player: PlayerAddress, session: String, _ fx: inout Effects
+    ) {
         if let balance {
             reply(
                 player, WireMessage(.creditsChanged, data: String(balance), session: session, change: credits, reason: kind.rawValue),

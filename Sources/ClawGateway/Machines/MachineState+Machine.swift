@@ -188,6 +188,7 @@ extension MachineState {
     mutating func expire(_ context: TransitionContext) -> Step<Void> {
         var fx = Effects(context)
         let now = context.now.uptime
+        debitUnanswered(&fx)
         if case .reconnecting(let until, _) = link, until <= now {
             // The grace ran out: the machine is gone after all.
             link = .offline

@@ -134,11 +134,15 @@ extension MachineState {
 
     private mutating func accept(_ player: PlayerAddress, session: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
         try checkTurn(of: player, session: session)
-        guard case .offered = phase else { return .ignored("the game has already started") }
+        guard case .offered(let turn) = phase else { return .ignored("the game has already started") }
         guard fx.context.brokerConnected else {
             throw WireError(.gatewayUnavailable, "The gateway cannot reach \(machine.name) right now; accept again in a moment.")
         }
         try requireStorage(fx)
+        if let price, let ledger = fx.context.chainLedger {
+            // The chain's ledger debits the game; it starts when the debit is answered.
+            return try askDebit(turn, price: price, ledger, &fx)
+        }
         var paid: Int64?
         if let price, let balance = fx.balance(of: player) {
             // Spent meanwhile (another machine's game): no coin, and the turn passes on.
@@ -148,31 +152,38 @@ extension MachineState {
             }
             paid = price
         }
+        return startGame(paid: paid, &fx)
+    }
+
+    /// The accepted turn's game starts: its coin (1001) goes out once the
+    /// start (and its debit) is durable.
+    mutating func startGame(paid: Int64?, balance: Int64? = nil, _ fx: inout Effects) -> RequestOutcome {
+        guard case .offered(var turn) = phase else { return .ignored("the game has already started") }
         let serial = takeSerial()
         let now = fx.now
         fx.list.append(
             .command(
                 WireMessage(
-                    .addCoins, data: String(settings.coinsPerGame), serial: serial, session: session, player: player.accid,
+                    .addCoins, data: String(settings.coinsPerGame), serial: serial, session: turn.session, player: turn.player.accid,
                     settings: boardSettings.coin(lostInARow: lostInARow)),
                 camera: false))
-        acks.insert(PendingAck(sentAt: now.uptime, command: .addCoins, session: session), serial: serial)
-        guard case .offered(var turn) = phase else { return .ignored("the game has already started") }
+        acks.insert(PendingAck(sentAt: now.uptime, command: .addCoins, session: turn.session), serial: serial)
         turn.startedAt = now.wall
         turn.deadline = now.uptime + settings.playTimeout
         turn.coinSerial = serial
         turn.paid = paid
+        turn.debitAskedUntil = nil
         phase = .playing(turn)
-        debit(turn, &fx)
+        debit(turn, balance: balance, &fx)
         writeOpenGame(&fx)
         fx.snapshotChanged = true
         emit(.accepted, &fx) {
-            $0.set(player)
-            $0.session = session
+            $0.set(turn.player.address)
+            $0.session = turn.session
             $0.serial = serial
         }
         reply(turn.player.address, WireMessage(.queuePosition, data: "0", length: waiting.count), .high, &fx)
-        return .accepted(session: session)
+        return .accepted(session: turn.session)
     }
 
     private mutating func decline(_ player: PlayerAddress, session: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {

@@ -46,8 +46,14 @@ struct MachineState: Sendable {
         var coinSerial: Int64?
         /// The PC acked the coin: it started this game.
         var coinAcked = false
-        /// What the player paid for the game (SPEC §11); nil: nothing.
+        /// What the player paid for the game (SPEC §11); nil: nothing. In a
+        /// chain, what the chain's ledger was asked to debit for it, from the
+        /// ask on: a turn that ends with it set asks for it back (the
+        /// ledger pays back only a debit it holds).
         var paid: Int64?
+        /// In a chain: the debit is asked of the chain's ledger and not
+        /// answered yet; at this moment the accept is given up on.
+        var debitAskedUntil: Duration?
     }
 
     /// Whose turn it is.
@@ -197,8 +203,9 @@ struct MachineState: Sendable {
     /// counts instead) or the oldest pending ack's timeout.
     mutating func nextDeadline() -> Duration? {
         let ack = acks.nextDue(after: settings.ackTimeout)
-        let turn: Duration? =
+        var turn: Duration? =
             if case .reconnecting(let until, _) = link { until } else { phase.turn?.deadline }
+        if let asked = phase.turn?.debitAskedUntil { turn = turn.map { min($0, asked) } ?? asked }
         guard let turn else { return ack }
         return ack.map { min($0, turn) } ?? turn
     }

@@ -234,6 +234,7 @@ final class GameStore: Sendable {
             try db.execute(sql: "CREATE TABLE machine_maintenance (machine TEXT PRIMARY KEY, maintenance TEXT NOT NULL)")
         }
         registerLedger(&migrator)
+        registerChainWallet(&migrator)
         return migrator
     }
 
@@ -257,7 +258,7 @@ final class GameStore: Sendable {
                         id: row["id"], machine: machine, player: row["player"], nick: row["nick"], provider: row["provider"],
                         offeredAt: Timestamp.date(row["offered_at"]) ?? Date(timeIntervalSince1970: 0),
                         startedAt: (row["started_at"] as String?).flatMap(Timestamp.date), endedAt: nil, outcome: nil,
-                        commands: row["commands"], open: Self.openGame(row), paid: try Self.debit(of: row["id"], db))
+                        commands: row["commands"], open: Self.openGame(row), paid: try Self.paid(for: row["id"], db))
                 }
                 let queue = try Row.fetchAll(
                     db, sql: "SELECT accid, nick, provider FROM queue_entries WHERE machine = ? ORDER BY ord",
@@ -333,7 +334,7 @@ final class GameStore: Sendable {
                         id: row["id"], machine: machine, player: row["player"], nick: row["nick"], provider: row["provider"],
                         offeredAt: Timestamp.date(row["offered_at"]) ?? Date(timeIntervalSince1970: 0),
                         startedAt: (row["started_at"] as String?).flatMap(Timestamp.date), endedAt: nil, outcome: nil,
-                        commands: row["commands"], paid: try Self.debit(of: row["id"], db))
+                        commands: row["commands"], paid: try Self.paid(for: row["id"], db))
                 }
             }
         } catch {
@@ -477,6 +478,10 @@ final class GameStore: Sendable {
             try keep(maintenance, in: "machine_maintenance", column: "maintenance", machine: machine, db)
         case .ledger(let entry):
             try record(entry, db)
+        case .chainWallet(let ask):
+            try keep(ask, db)
+        case .chainRefundAnswered(let session):
+            try db.execute(sql: "UPDATE chain_wallet SET answered = 1 WHERE kind = 'refund' AND session = ?", arguments: [session])
         }
     }
 
@@ -615,6 +620,11 @@ enum StoreChange: Sendable, Equatable {
     case maintenance(machine: String, Maintenance?)
     /// An entry of a player's wallet (SPEC §11), decided by ``Wallets``.
     case ledger(LedgerEntry)
+    /// In a chain: a debit asked of the chain's ledger, or a refund owed
+    /// by it, kept until answered (``GameStore/unansweredRefunds()``).
+    case chainWallet(ChainWalletAsk)
+    /// The chain's ledger answered the refund of this session.
+    case chainRefundAnswered(session: String)
 }
 
 /// A game's record as it is written.

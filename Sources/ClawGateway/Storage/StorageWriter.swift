@@ -67,8 +67,9 @@ final class StorageWriter: Sendable {
         var nextWaiter = 0
         /// Game records of failed commits, by id, the latest of each.
         var unsaved: [String: GameRow] = [:]
-        /// Ledger entries of failed commits, in the order they were decided.
-        var unsavedLedger: [LedgerEntry] = []
+        /// Money of failed commits, in the order it was decided: ledger
+        /// entries, and in a chain the asks of its ledger (a refund owed).
+        var unsavedMoney: [StoreChange] = []
         var failing = false
         /// While failing: every machine's state as the arcade handed it
         /// over, and the last ticket it covers.
@@ -299,14 +300,14 @@ final class StorageWriter: Sendable {
                 logger.error("The storage file was removed or replaced; opening it afresh", metadata: ["storage.path": .string(store.path)])
                 try store.reopen()
             }
-            let (games, entries) = state.withLock { (Array($0.unsaved.values), $0.unsavedLedger) }
+            let (games, money) = state.withLock { (Array($0.unsaved.values), $0.unsavedMoney) }
             // The images hold the newest state of open games: written last.
-            try store.write(games.map(StoreChange.game) + entries.map(StoreChange.ledger), images: images)
+            try store.write(games.map(StoreChange.game) + money, images: images)
             state.withLock { state in
                 state.failing = false
                 state.rewrite = nil
                 state.unsaved.removeAll()
-                state.unsavedLedger.removeAll()
+                state.unsavedMoney.removeAll()
             }
             writable.store(true, ordering: .releasing)
             logger.notice("Storage writes succeed again; every machine's state was rewritten", metadata: ["storage.path": .string(store.path)])
@@ -343,7 +344,7 @@ final class StorageWriter: Sendable {
                 state.finished.removeAll()
             }
             return (
-                state.waiters.values.map(\.done), state.finished, state.unsaved.count + state.unsavedLedger.count + state.queue.count
+                state.waiters.values.map(\.done), state.finished, state.unsaved.count + state.unsavedMoney.count + state.queue.count
             )
         }
         if lost > 0 {
@@ -372,7 +373,7 @@ extension StorageWriter.State {
         for change in submission.changes {
             switch change {
             case .game(let row): unsaved[row.id] = row
-            case .ledger(let entry): unsavedLedger.append(entry)
+            case .ledger, .chainWallet: unsavedMoney.append(change)
             default: break
             }
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Protocol
 import Testing
 
 @testable import ClawGateway
@@ -45,10 +46,12 @@ extension DatabaseSuites {
             }
         }
 
-        /// SPEC §11: the chain's ledger. A debit asked twice (the same
-        /// session) debits once; two games at once with credit for one: one
-        /// debit, one refused; a refund once; nothing ever below 0; entries
-        /// never changed.
+        /// SPEC §11: the chain's ledger. A top-up once per order; a debit
+        /// asked twice (the same session) debits once; two games at once
+        /// with credit for one: one debit, one refused; a refund once, of
+        /// what the debit took, to its wallet and site only; a refund that
+        /// finds no debit closes the session against a late debit; nothing
+        /// ever below 0; entries never changed.
         @Test func theChainsLedgerTakesEachKeyOnceAndNeverGoesBelowZero() async throws {
             let database = try PostgresServer.start()
             defer { database.stop() }
@@ -60,18 +63,31 @@ extension DatabaseSuites {
                 func entry(_ kind: LedgerEntry.Kind, _ credits: Int64, _ key: String?, digest: String? = nil) -> LedgerEntry {
                     LedgerEntry(wallet: ann, kind: kind, credits: credits, key: key, reason: key == nil ? "test" : nil, digest: digest, at: Date())
                 }
+                func ask(_ kind: ChainWalletAsk.Kind, _ session: String, _ credits: Int64, account: String = "ann") -> ChainWalletAsk {
+                    ChainWalletAsk(kind: kind, session: session, provider: "netease", account: account, credits: credits, machine: "m1")
+                }
+                func answer(_ kind: ChainWalletAsk.Kind, _ session: String, _ result: ChainWalletAnswer.Result, _ balance: Int64) -> ChainWalletAnswer {
+                    ChainWalletAnswer(kind: kind, session: session, result: result, balance: balance)
+                }
                 #expect(try await store.append(entry(.topup, 3, "order-1", digest: "d")) == .written(balance: 3))
                 #expect(try await store.append(entry(.topup, 3, "order-1", digest: "d")) == .duplicate(balance: 3))
                 #expect(try await store.append(entry(.topup, 9, "order-1", digest: "other")) == .conflict)
-                #expect(try await store.append(entry(.debit, -2, "s1"), site: "arcade-1") == .written(balance: 1))
-                #expect(try await store.append(entry(.debit, -2, "s1"), site: "arcade-2") == .duplicate(balance: 1), "asked twice")
+                #expect(try await store.settle(ask(.debit, "s1", 2), site: "arcade-1") == answer(.debit, "s1", .debited, 1))
+                #expect(try await store.settle(ask(.debit, "s1", 2), site: "arcade-1") == answer(.debit, "s1", .debited, 1), "asked twice")
+                #expect(try await store.settle(ask(.debit, "s1", 2), site: "arcade-2") == answer(.debit, "s1", .refused, 1), "another site's")
+                #expect(try await store.settle(ask(.debit, "s1", 2, account: "bob"), site: "arcade-1") == answer(.debit, "s1", .refused, 0))
                 // Two sites at once, each for a game of 1, with credit for one.
-                async let first = store.append(entry(.debit, -1, "s2"), site: "arcade-1")
-                async let second = store.append(entry(.debit, -1, "s3"), site: "arcade-2")
-                let both = try await [first, second]
-                #expect(both.filter { $0 == .written(balance: 0) }.count == 1 && both.filter { $0 == .insufficient(balance: 0) }.count == 1, "\(both)")
-                #expect(try await store.append(entry(.refund, 2, "s1"), site: "arcade-1") == .written(balance: 2))
-                #expect(try await store.append(entry(.refund, 2, "s1"), site: "arcade-1") == .duplicate(balance: 2), "once")
+                async let first = store.settle(ask(.debit, "s2", 1), site: "arcade-1")
+                async let second = store.settle(ask(.debit, "s3", 1), site: "arcade-2")
+                let both = try await [first, second].map(\.result)
+                #expect(both.sorted { $0.rawValue < $1.rawValue } == [.debited, .insufficient], "\(both)")
+                // A refund for another site's game, or another wallet: nothing paid.
+                #expect(try await store.settle(ask(.refund, "s1", 2), site: "arcade-2") == answer(.refund, "s1", .nothingToRefund, 0))
+                #expect(try await store.settle(ask(.refund, "s1", 5), site: "arcade-1") == answer(.refund, "s1", .refunded, 2), "what the debit took")
+                #expect(try await store.settle(ask(.refund, "s1", 2), site: "arcade-1") == answer(.refund, "s1", .refunded, 2), "once")
+                // A turn that never started asks its debit back before the debit arrives.
+                #expect(try await store.settle(ask(.refund, "s9", 1), site: "arcade-1") == answer(.refund, "s9", .nothingToRefund, 2))
+                #expect(try await store.settle(ask(.debit, "s9", 1), site: "arcade-1") == answer(.debit, "s9", .refused, 2), "closed")
                 #expect(try await store.append(entry(.adjust, -3, nil)) == .insufficient(balance: 2))
                 let page = try await store.wallet(ann, limit: 10, offset: 0)
                 #expect(page.balance == 2 && page.entries.map(\.kind) == [.refund, .debit, .debit, .topup], "\(page.entries.map(\.kind))")

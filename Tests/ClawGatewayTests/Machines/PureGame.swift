@@ -16,6 +16,8 @@ struct PureGame {
     /// The players' balances when games cost credits: the driving methods
     /// apply what each step decided, as ``Machine`` does.
     var wallets: WalletBook?
+    /// At a site of a chain whose games cost credits: the chain's ledger.
+    var chainLedger: ChainLedgerContext?
 
     static let machine = MachineConfig(
         id: "m1", name: "Pikachu", imAccount: "claw_m1", cameras: [CameraConfig(id: "1"), CameraConfig(id: "2")])
@@ -32,7 +34,8 @@ struct PureGame {
     }
 
     var context: TransitionContext {
-        TransitionContext(now: now, brokerConnected: brokerConnected, storageWritable: storageWritable, wallets: wallets)
+        TransitionContext(
+            now: now, brokerConnected: brokerConnected, storageWritable: storageWritable, wallets: wallets, chainLedger: chainLedger)
     }
 
     /// Applies a step's ledger entries to the wallets, as ``Machine`` does under their lock.
@@ -152,6 +155,16 @@ extension Step {
 
     var ledger: [LedgerEntry] {
         writes.compactMap { if case .ledger(let entry) = $0 { entry } else { nil } }
+    }
+
+    /// Debits asked of the chain's ledger (once durable).
+    var asks: [ChainWalletAsk] {
+        effects.compactMap { if case .askDebit(let ask) = $0 { ask } else { nil } }
+    }
+
+    /// The chain's ledger's asks written: debits asked, refunds owed.
+    var chainWallet: [ChainWalletAsk] {
+        writes.compactMap { if case .chainWallet(let ask) = $0 { ask } else { nil } }
     }
 }
 

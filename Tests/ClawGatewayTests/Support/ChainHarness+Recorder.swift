@@ -24,7 +24,8 @@ extension ChainHarness {
         var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
         /// `urls` as the recorder dials them, first to last.
-        init(urls: [String], database: PostgresServer, clientID: String = "claw-recorder-chain-test") throws {
+        /// `extra`: more of recorder.yaml (its `credits:`).
+        init(urls: [String], database: PostgresServer, clientID: String = "claw-recorder-chain-test", extra: String = "") throws {
             port = try FreePort.next()
             directory = try TemporaryDirectory.make(prefix: "recorder")
             self.clientID = clientID
@@ -40,7 +41,7 @@ extension ChainHarness {
                   password: \(NATSCluster.passwords["recorder"] ?? "")
                   client_id: \(clientID)
                   topic_prefix: claw
-
+                \(extra)
                 """.write(to: config, atomically: true, encoding: .utf8)
         }
 
@@ -104,6 +105,14 @@ extension ChainHarness.Site {
             throw BrokerError("no chain.username line in \(site.config.path)")
         }
         yaml.replaceSubrange(range, with: marker + "  resend_interval: \(value)\n")
+        try yaml.write(to: site.config, atomically: true, encoding: .utf8)
+    }
+
+    /// Adds `credits:` to the site's gateway.yaml (games cost `price`, paid
+    /// from the chain's wallets); the gateway reads it when it is restarted.
+    func setCredits(price: Int) throws {
+        var yaml = try String(contentsOf: site.config, encoding: .utf8)
+        yaml += "\ncredits:\n  price: \(price)\n"
         try yaml.write(to: site.config, atomically: true, encoding: .utf8)
     }
 

@@ -95,6 +95,13 @@ final class ChainHarness {
             }
         }
 
+        /// SIGKILL to the simulated PCs: their broker's wills say `offline`.
+        func killSimulator() {
+            simulator?.signal(SIGKILL)
+            simulator?.wait()
+            simulator = nil
+        }
+
         /// SIGSTOP: the gateway is there but says nothing, as behind a cut link.
         func freeze() { gateway?.signal(SIGSTOP) }
         func thaw() { gateway?.signal(SIGCONT) }

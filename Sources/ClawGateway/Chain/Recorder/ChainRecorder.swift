@@ -46,6 +46,10 @@ final class ChainRecorder: Sendable {
     private let logger: Logger
     private let inbound: AsyncStream<MQTTMessage>
     private let continuation: AsyncStream<MQTTMessage>.Continuation
+    /// The sites' debits and refunds (SPEC §11), on a stream of their own: a
+    /// record retried while the database is slow never holds a debit back.
+    private let walletAsks: AsyncStream<MQTTMessage>
+    private let walletContinuation: AsyncStream<MQTTMessage>.Continuation
     private let state = Mutex(RecorderState())
     private let warnings = LogLimiter()
 
@@ -72,6 +76,9 @@ final class ChainRecorder: Sendable {
         var acks = 0
         /// Records received and not yet handled.
         var backlog = 0
+        /// Debits and refunds asked, by kind and answer ("malformed", "unanswered" for those not answered).
+        var wallet: [String: Int] = [:]
+        var walletBacklog = 0
     }
 
     /// What the recorder says of itself, for `/readyz` and the metrics.
@@ -84,6 +91,7 @@ final class ChainRecorder: Sendable {
         var dropped: Int
         var acks: Int
         var backlog: Int
+        var wallet: [String: Int]
     }
 
     init(bus: BusSettings, store: RecorderStore, clock: GameClock, logger: Logger) throws(MQTTError) {
@@ -92,10 +100,11 @@ final class ChainRecorder: Sendable {
         self.logger = logger
         prefix = bus.topicPrefix
         (inbound, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
+        (walletAsks, walletContinuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
         // Clean session false: the cluster keeps what was published for the
         // recorder while it was away. A record is well under 1 KB.
         self.bus = try BusLink(
-            role: .recorder, bus: bus, subscriptions: ["\(bus.topicPrefix)/+/records"], cleanSession: false,
+            role: .recorder, bus: bus, subscriptions: ["\(bus.topicPrefix)/+/records", "\(bus.topicPrefix)/+/wallet"], cleanSession: false,
             maxInboundPayload: 64 << 10, logger: logger)
     }
 
@@ -107,6 +116,7 @@ final class ChainRecorder: Sendable {
     func shutdown() async {
         await bus.shutdown()
         continuation.finish()
+        walletContinuation.finish()
     }
 
     var status: Status {
@@ -115,7 +125,7 @@ final class ChainRecorder: Sendable {
             Status(
                 busProblem: busProblem, databaseProblem: store.problem, connects: client.connectCount, results: state.results,
                 failures: state.failures, dropped: state.dropped, acks: state.acks,
-                backlog: state.backlog)
+                backlog: state.backlog, wallet: state.wallet)
         }
     }
 
@@ -135,6 +145,59 @@ final class ChainRecorder: Sendable {
             if Task.isCancelled { return }
             await handle(message)
         }
+    }
+
+    /// Answers the sites' debits and refunds as they come, one at a time,
+    /// until the stream ends (``shutdown()``).
+    func runWallet() async {
+        for await message in walletAsks {
+            state.withLock { $0.walletBacklog -= 1 }
+            if Task.isCancelled { return }
+            await settle(message)
+        }
+    }
+
+    /// One debit or refund: written (or found) in the ledger, then answered
+    /// on the site's `wallet/ack`. Not retried when the database is away: a
+    /// debit's site has stopped waiting after `chain.wallet_timeout`, and a
+    /// refund comes again from the site's outbox.
+    private func settle(_ message: MQTTMessage) async {
+        guard let site = site(of: message.topic, level: "wallet") else { return }
+        guard let ask = ChainWalletAsk.decode(message.payload), ask.credits > 0, ask.credits <= Self.maxWalletCredits,
+            !ask.session.isEmpty, !ask.provider.isEmpty, !ask.account.isEmpty,
+            [ask.session, ask.provider, ask.account].allSatisfy({ $0.utf8.count <= RecorderStore.maxWalletField })
+        else {
+            countWallet("malformed")
+            warn("wallet_malformed", "A debit or refund that does not decode, or names no game: not answered", [
+                "chain.site": .string(site), "chain.bytes": "\(message.payload.count)",
+            ])
+            return
+        }
+        let answer: ChainWalletAnswer
+        do {
+            answer = try await store.settle(ask, site: site)
+        } catch {
+            countWallet("unanswered")
+            warn("wallet_database", "A debit or refund not answered: the database cannot be reached", [
+                "chain.site": .string(site), "game.session": .string(ask.session), "db.error": .string(RecorderStore.describe(error)),
+            ])
+            return
+        }
+        countWallet("\(ask.kind.rawValue)_\(answer.result.rawValue)")
+        do {
+            try client.publish(
+                ChainTopics(prefix: prefix, site: site).walletAck, payload: answer.payload, qos: .atLeastOnce, retain: false)
+        } catch {
+            // A debit's site gives up and its turn's refund settles it; a refund comes again.
+            warn("wallet_ack", "An answer to a debit or refund not published", error.shape.metadata(["chain.site": .string(site)]))
+        }
+    }
+
+    /// The most a site may ask for one game: anything above is not a price.
+    static let maxWalletCredits: Int64 = 1_000_000
+
+    private func countWallet(_ key: String) {
+        state.withLock { $0.wallet[key, default: 0] += 1 }
     }
 
     /// Reaches the database every 2 s while it is up, and with the backoff
@@ -243,9 +306,9 @@ final class ChainRecorder: Sendable {
         }
     }
 
-    /// The site level of `<prefix>/<site>/records`, or nil for any other topic.
-    func site(of topic: String) -> String? {
-        let head = prefix + "/", tail = "/records"
+    /// The site level of `<prefix>/<site>/<level>`, or nil for any other topic.
+    func site(of topic: String, level: String = "records") -> String? {
+        let head = prefix + "/", tail = "/" + level
         guard topic.hasPrefix(head), topic.hasSuffix(tail), topic.count > head.count + tail.count else { return nil }
         let site = topic.dropFirst(head.count).dropLast(tail.count)
         return site.contains("/") ? nil : String(site)
@@ -262,6 +325,15 @@ final class ChainRecorder: Sendable {
     // MARK: On the client's thread
 
     private func received(_ message: MQTTMessage) {
+        if message.topic.hasSuffix("/wallet") {
+            let held = state.withLock { state -> Bool in
+                guard state.walletBacklog < Self.backlogLimit else { return false }
+                state.walletBacklog += 1
+                return true
+            }
+            if held { walletContinuation.yield(message) } else { countWallet("dropped") }
+            return
+        }
         let held = state.withLock { state -> Bool in
             // The stream is unbounded; the limit is counted here, where the drop is known.
             guard state.backlog < Self.backlogLimit else {

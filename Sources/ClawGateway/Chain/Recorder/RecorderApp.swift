@@ -71,6 +71,7 @@ struct RecorderService: Service {
             await withDiscardingTaskGroup { group in
                 group.addTask { await recorder.watchDatabase() }
                 group.addTask { await recorder.run() }
+                group.addTask { await recorder.runWallet() }
             }
         }
         await recorder.shutdown()

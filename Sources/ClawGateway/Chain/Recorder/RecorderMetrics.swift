@@ -36,6 +36,23 @@ enum RecorderMetrics {
                 "recorder_backlog_dropped", "total",
                 "Records dropped unread because \(ChainRecorder.backlogLimit) were already waiting for the database; their sites send them again.")))
     static let backlog = registry.makeGauge(descriptor: family("recorder_backlog", "", "Records received and not yet written."))
+    /// What became of the sites' debits and refunds (SPEC §11).
+    static let walletResults = [
+        "debit_debited", "debit_insufficient", "debit_refused", "refund_refunded", "refund_nothing_to_refund", "malformed", "unanswered",
+        "dropped",
+    ]
+    static let wallet = Dictionary(
+        uniqueKeysWithValues: walletResults.map { result in
+            (
+                result,
+                Mirror(
+                    registry.makeCounter(
+                        descriptor: family(
+                            "recorder_wallet_asks", "total",
+                            "The sites' debits and refunds (SPEC §11), by what became of them: <kind>_<answer>, malformed (not answered), unanswered (PostgreSQL could not be reached), dropped (too many waiting)."),
+                        labels: [("result", result)]))
+            )
+        })
     static let busUp = registry.makeGauge(
         descriptor: family("recorder_bus_up", "", "1 when the recorder is connected to the chain's cluster and holds its subscription."))
     static let busConnects = Mirror(
@@ -43,7 +60,7 @@ enum RecorderMetrics {
 
     /// Makes every series.
     static func prepare() {
-        _ = (records, databaseUp, writeFailures, writeLatency, acks, dropped, backlog, busUp, busConnects)
+        _ = (records, wallet, databaseUp, writeFailures, writeLatency, acks, dropped, backlog, busUp, busConnects)
     }
 
     /// Brings the series read from the recorder up to date: before a scrape.
@@ -57,6 +74,7 @@ enum RecorderMetrics {
         backlog.set(to: Double(status.backlog))
         busUp.set(to: status.busProblem == nil ? 1 : 0)
         busConnects.sync(to: status.connects)
+        for (result, mirror) in wallet { mirror.sync(to: status.wallet[result, default: 0]) }
     }
 
     private static var registry: PrometheusCollectorRegistry { GatewayMetrics.registry }

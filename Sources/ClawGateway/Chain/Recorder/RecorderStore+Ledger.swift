@@ -44,34 +44,25 @@ extension RecorderStore {
         """,
     ]
 
-    /// Offers `entry` to the chain's ledger in a transaction of its own;
-    /// `site` is the site that asked, for a game's entries.
-    func append(_ entry: LedgerEntry, site: String? = nil) async throws -> LedgerAppend {
+    /// Offers a top-up or an adjustment to the chain's ledger in a
+    /// transaction of its own (a site's debits and refunds:
+    /// ``settle(_:site:)``).
+    func append(_ entry: LedgerEntry) async throws -> LedgerAppend {
         try await migrate()
         do {
-            return try await appendOnce(entry, site: site)
+            return try await appendOnce(entry)
         } catch where Self.isUniqueViolation(error) {
             // The same key for another wallet, written between our look and our insert: look again.
-            return try await appendOnce(entry, site: site)
+            return try await appendOnce(entry)
         }
     }
 
-    private func appendOnce(_ entry: LedgerEntry, site: String?) async throws -> LedgerAppend {
+    private func appendOnce(_ entry: LedgerEntry) async throws -> LedgerAppend {
         let (provider, account, kind) = (entry.wallet.provider, entry.wallet.accid, entry.kind.rawValue)
-        let (key, reason, digest, credits, at) = (entry.key, entry.reason, entry.digest, entry.credits, entry.at)
+        let (key, digest, credits) = (entry.key, entry.digest, entry.credits)
         return try await timed { [client, logger] in
             try await client.withTransaction(logger: logger) { connection -> LedgerAppend in
-                // The wallet's row, locked: every change to one wallet takes its turn here.
-                var balance: Int64 = 0
-                for try await value in try await connection.query(
-                    """
-                    INSERT INTO wallets (provider, account, balance) VALUES (\(provider), \(account), 0)
-                    ON CONFLICT (provider, account) DO UPDATE SET balance = wallets.balance
-                    RETURNING balance
-                    """, logger: logger
-                ).decode(Int64.self) {
-                    balance = value
-                }
+                let balance = try await Self.lockWallet(provider: provider, account: account, connection, logger)
                 if let key {
                     for try await kept in try await connection.query(
                         "SELECT digest FROM ledger WHERE kind = \(kind) AND key = \(key)", logger: logger
@@ -81,19 +72,43 @@ extension RecorderStore {
                 }
                 let after = balance + credits
                 guard after >= 0 else { return .insufficient(balance: balance) }
-                try await connection.query(
-                    """
-                    INSERT INTO ledger (provider, account, kind, credits, key, reason, digest, site, at)
-                    VALUES (\(provider), \(account), \(kind), \(credits), \(key), \(reason), \(digest), \(site), \(at))
-                    """, logger: logger)
-                try await connection.query(
-                    "UPDATE wallets SET balance = \(after) WHERE provider = \(provider) AND account = \(account)", logger: logger)
+                try await Self.write(entry, site: nil, after: after, connection, logger)
                 return .written(balance: after)
             }
         }
     }
 
-    private static func isUniqueViolation(_ error: any Error) -> Bool {
+    /// Locks a wallet's row (made at 0 if it has none) for the rest of the
+    /// transaction, and returns its balance: every change to one wallet
+    /// takes its turn here.
+    static func lockWallet(provider: String, account: String, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
+        var balance: Int64 = 0
+        for try await value in try await connection.query(
+            """
+            INSERT INTO wallets (provider, account, balance) VALUES (\(provider), \(account), 0)
+            ON CONFLICT (provider, account) DO UPDATE SET balance = wallets.balance
+            RETURNING balance
+            """, logger: logger
+        ).decode(Int64.self) {
+            balance = value
+        }
+        return balance
+    }
+
+    /// Writes an entry whose wallet is locked, and the wallet's balance after it.
+    static func write(_ entry: LedgerEntry, site: String?, after: Int64, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        let (provider, account, kind) = (entry.wallet.provider, entry.wallet.accid, entry.kind.rawValue)
+        let (key, reason, digest, credits, at) = (entry.key, entry.reason, entry.digest, entry.credits, entry.at)
+        try await connection.query(
+            """
+            INSERT INTO ledger (provider, account, kind, credits, key, reason, digest, site, at)
+            VALUES (\(provider), \(account), \(kind), \(credits), \(key), \(reason), \(digest), \(site), \(at))
+            """, logger: logger)
+        try await connection.query(
+            "UPDATE wallets SET balance = \(after) WHERE provider = \(provider) AND account = \(account)", logger: logger)
+    }
+
+    static func isUniqueViolation(_ error: any Error) -> Bool {
         var error: (any Error)? = error
         if let transaction = error as? PostgresTransactionError { error = transaction.closureError ?? transaction.commitError }
         return (error as? PSQLError)?.serverInfo?[.sqlState] == "23505"

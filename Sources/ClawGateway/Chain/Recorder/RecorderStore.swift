@@ -137,6 +137,8 @@ final class RecorderStore: Sendable {
         ],
         // SPEC §11: the chain's wallets (RecorderStore+Ledger.swift).
         ledgerMigration,
+        // SPEC §11: sessions a site closed with a refund that found no debit.
+        closedSessionsMigration,
     ]
 
     /// Brings the schema to the last version, under an advisory lock: two

@@ -28,6 +28,9 @@ final class ChainLink: Sendable {
     private let inbox: ChainInbox?
     /// Ships the site's finished games to the recorder (SPEC §10); nil ships none.
     let records: RecordShipper?
+    /// Asks the chain's ledger for debits and sends it refunds (SPEC §11);
+    /// nil when games are free.
+    let ledger: ChainLedgerDesk?
     /// Wakes the shipping loop: an acknowledgement made room, or a second passed.
     let shippingWakes: AsyncStream<Void>
     private let wakeShipping: AsyncStream<Void>.Continuation
@@ -62,10 +65,11 @@ final class ChainLink: Sendable {
 
     init(
         settings: ChainSettings, prefix: String, machines: [MachineConfig], clock: GameClock, logger: Logger,
-        inbox: ChainInbox? = nil, store: GameStore? = nil
+        inbox: ChainInbox? = nil, store: GameStore? = nil, ledger: ChainLedgerDesk? = nil
     ) throws(MQTTError) {
         site = settings.site
         self.inbox = inbox
+        self.ledger = ledger
         (shippingWakes, wakeShipping) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         topics = ChainTopics(prefix: prefix, site: settings.site)
         var logger = logger
@@ -75,7 +79,8 @@ final class ChainLink: Sendable {
         directory = Mutex(Self.directory(site: settings.site, machines))
         // Copies are a few KB; the cluster refuses more than 1 MB anyway.
         bus = try BusLink(
-            role: .site, bus: settings.busSettings(prefix: prefix), subscriptions: [topics.inbox, topics.recordsAck], cleanSession: false,
+            role: .site, bus: settings.busSettings(prefix: prefix),
+            subscriptions: [topics.inbox, topics.recordsAck] + (ledger == nil ? [] : [topics.walletAck]), cleanSession: false,
             maxInboundPayload: 1 << 20, logger: logger)
         let client = bus.client
         let topics = topics
@@ -116,7 +121,10 @@ final class ChainLink: Sendable {
     func start() {
         bus.start(
             qos: .atLeastOnce, connected: { [self] in connected() },
-            up: { [self] in records?.linkUp() },
+            up: { [self] in
+                records?.linkUp()
+                ledger?.linkUp()
+            },
             message: { [self] message in received(message) })
     }
 
@@ -128,6 +136,7 @@ final class ChainLink: Sendable {
     /// Publishes the game records that are due (see ``RecordShipper``).
     func ship() async {
         await records?.ship()
+        await ledger?.shipRefunds()
     }
 
     var status: Status {
@@ -197,6 +206,10 @@ final class ChainLink: Sendable {
                 return
             }
             if records?.acknowledged(ack) == true { wakeShipping.yield() }
+            return
+        }
+        if message.topic == topics.walletAck {
+            ledger?.answered(message.payload)
             return
         }
         guard message.topic == topics.inbox else { return }

@@ -1,0 +1,158 @@
+import Foundation
+import Logging
+import Protocol
+import Synchronization
+
+/// A chain site's window on the chain's ledger (SPEC §11): it asks for each
+/// game's debit over the site's link (`<prefix>/<site>/wallet`, QoS 1) and
+/// hands the answer (`wallet/ack`) to the machine that asked; it sends the
+/// refunds the site owes from their durable outbox (``GameStore/unansweredRefunds(limit:)``)
+/// until the ledger answers each.
+///
+/// A debit is asked once per accept: with no answer within
+/// `chain.wallet_timeout` the machine refuses the accept, and the next
+/// accept asks again (the ledger debits a session once). A turn whose debit
+/// was asked and whose game never started owes a refund like a failed game:
+/// the ledger pays back only a debit it holds, and closes the session
+/// otherwise, so that a debit that comes late can take nothing.
+final class ChainLedgerDesk: Sendable {
+    let timeout: Duration
+    private let store: GameStore
+    private let writer: StorageWriter
+    private let resendInterval: Duration
+    private let clock: GameClock
+    private let logger: Logger
+    private let wiring = Mutex(Wiring())
+    private let state = Mutex(DeskState())
+
+    /// What the desk reaches once the gateway is put together.
+    private struct Wiring {
+        var link: ChainLink?
+        var arcade: Arcade?
+    }
+
+    private struct DeskState {
+        /// Debits asked and not answered, by session: the machine that asked.
+        var asked: [String: Int] = [:]
+        /// Refunds sent and not answered, by session: when last sent.
+        var refundsSent: [String: (at: Duration, refund: ChainWalletAsk)] = [:]
+        var debits = 0
+        var refunds = 0
+        var answers: [String: Int] = [:]
+    }
+
+    /// What the desk says of itself, for the metrics.
+    struct Status: Sendable, Equatable {
+        var debitsAsked: Int
+        var refundsSent: Int
+        var answers: [String: Int]
+        var refundsOwed: Int
+    }
+
+    /// The most refunds read from the outbox per round.
+    static let batch = 500
+
+    init(timeout: Duration, store: GameStore, writer: StorageWriter, resendInterval: Duration, clock: GameClock, logger: Logger) {
+        self.timeout = timeout
+        self.store = store
+        self.writer = writer
+        self.resendInterval = resendInterval
+        self.clock = clock
+        self.logger = logger
+    }
+
+    func attach(link: ChainLink, arcade: Arcade) {
+        wiring.withLock { $0 = Wiring(link: link, arcade: arcade) }
+    }
+
+    /// Whether an ask can go out now: the link is up with its subscriptions.
+    var reachable: Bool {
+        wiring.withLock { $0.link }?.bus.state == .up
+    }
+
+    var status: Status {
+        state.withLock { Status(debitsAsked: $0.debits, refundsSent: $0.refunds, answers: $0.answers, refundsOwed: $0.refundsSent.count) }
+    }
+
+    /// A machine's debit, durable as asked: out now. Not sent (the link
+    /// just went down), the machine's timer refuses the accept.
+    func ask(_ ask: ChainWalletAsk, machine: Int) {
+        state.withLock {
+            $0.asked[ask.session] = machine
+            $0.debits += 1
+        }
+        publish(ask)
+    }
+
+    /// The link is up again: every refund owed goes out at the next round.
+    func linkUp() {
+        state.withLock { $0.refundsSent.removeAll() }
+    }
+
+    /// Sends the refunds owed that were not sent within the resend
+    /// interval. Reads SQLite on GRDB's reader; call it from one task.
+    func shipRefunds() async {
+        guard reachable else { return }
+        let owed: [ChainWalletAsk]
+        do {
+            owed = try await store.unansweredRefunds(limit: Self.batch)
+        } catch {
+            logger.warning("Refunds owed by the chain's ledger not read", metadata: error.shape.metadata())
+            return
+        }
+        let now = clock.now()
+        let due = state.withLock { state in
+            owed.filter { refund in
+                if let sent = state.refundsSent[refund.session], now - sent.at < resendInterval { return false }
+                state.refundsSent[refund.session] = (now, refund)
+                state.refunds += 1
+                return true
+            }
+        }
+        for refund in due { publish(refund) }
+    }
+
+    private func publish(_ ask: ChainWalletAsk) {
+        guard let link = wiring.withLock({ $0.link }) else { return }
+        do {
+            try link.client.publish(link.topics.wallet, payload: ask.payload, qos: .atLeastOnce, retain: false)
+        } catch {
+            logger.debug(
+                "A debit or refund not sent to the chain's ledger now", metadata: error.shape.metadata(["game.session": .string(ask.session)]))
+        }
+    }
+
+    /// The ledger's answer, from the link's thread.
+    func answered(_ payload: [UInt8]) {
+        guard let answer = ChainWalletAnswer.decode(payload) else {
+            logger.warning("An answer of the chain's ledger does not decode: ignored", metadata: ["chain.bytes": "\(payload.count)"])
+            return
+        }
+        let key = "\(answer.kind.rawValue)_\(answer.result.rawValue)"
+        switch answer.kind {
+        case .debit:
+            let machine = state.withLock { state in
+                state.answers[key, default: 0] += 1
+                return state.asked.removeValue(forKey: answer.session)
+            }
+            // No machine waits for it (asked before a restart): the turn's end settles it.
+            guard let machine, let arcade = wiring.withLock({ $0.arcade }) else { return }
+            arcade.machine(at: machine)?.debitAnswered(answer)
+        case .refund:
+            let sent = state.withLock { state in
+                state.answers[key, default: 0] += 1
+                return state.refundsSent.removeValue(forKey: answer.session)
+            }
+            _ = writer.submit([.chainRefundAnswered(session: answer.session)], machine: -1)
+            // Told once, with the balance the ledger has after it (SPEC §11, 14).
+            guard let refund = sent?.refund, answer.result == .refunded, let arcade = wiring.withLock({ $0.arcade }) else { return }
+            arcade.tell(
+                PlayerReply(
+                    to: PlayerAddress(accid: refund.account, provider: refund.provider),
+                    message: WireMessage(
+                        .creditsChanged, data: String(answer.balance), session: refund.session, change: refund.credits,
+                        reason: LedgerEntry.Kind.refund.rawValue),
+                    priority: .high, expires: nil))
+        }
+    }
+}
