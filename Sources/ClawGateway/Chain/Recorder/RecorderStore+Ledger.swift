@@ -80,8 +80,9 @@ extension RecorderStore {
 
     /// Locks a wallet's row (made at 0 if it has none) for the rest of the
     /// transaction, and returns its balance: every change to one wallet
-    /// takes its turn here.
+    /// takes its turn here. The transaction commits durably.
     static func lockWallet(provider: String, account: String, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
+        try await commitDurably(connection, logger)
         var balance: Int64 = 0
         for try await value in try await connection.query(
             """

@@ -257,7 +257,17 @@ final class RecorderStore: Sendable {
     static let maxSetAsideBytes = 64 << 10
 
     /// The progress row of a site's epoch, locked: recorders writing it take turns here.
+    /// Makes this transaction's COMMIT wait for its WAL on disk, whatever
+    /// the database's `synchronous_commit`: what the recorder acknowledges
+    /// (a record, a debit, a top-up's 200) must outlive a crash of
+    /// PostgreSQL, which a database tuned with `synchronous_commit = off`
+    /// does not promise (the chaos run found debits lost that way).
+    static func commitDurably(_ connection: PostgresConnection, _ logger: Logger) async throws {
+        try await connection.query("SET LOCAL synchronous_commit = on", logger: logger)
+    }
+
     private static func lockProgress(site: String, epoch: String, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        try await commitDurably(connection, logger)
         try await connection.query(
             """
             INSERT INTO sites_progress (site, epoch, upto) VALUES (\(site), \(epoch), 0)
