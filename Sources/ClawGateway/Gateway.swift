@@ -69,7 +69,12 @@ struct Gateway {
         var environment = MachineEnvironment(
             clock: clock, publisher: mqtt, players: replies.channel, writer: writer, deadlines: Deadlines(),
             limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger)
-        environment.observers = [feed] + (appServer.map { [$0.mirror] } ?? [])
+        // A video of every game (SPEC §14): the keeper hears games end as an observer.
+        let evidence = config.evidence.map { settings in
+            EvidenceKeeper(settings: settings, machines: config.machines, store: store, clock: clock, logger: logger)
+        }
+        if exportsMetrics, let evidence { EvidenceMetrics.prepare(evidence) }
+        environment.observers = [feed] + (appServer.map { [$0.mirror] } ?? []) + (evidence.map { [$0] } ?? [])
         environment.wallets = wallets
         environment.chainLedger = chainLedger
         let arcade = try Arcade(config: config, environment: environment)
@@ -96,6 +101,7 @@ struct Gateway {
             exportsMetrics
             ? { @Sendable in
                 if let chainLink { ChainMetrics.export(chainLink) }
+                if let evidence { EvidenceMetrics.export(evidence) }
                 return MetricsExport.text(arcade: arcade, mqtt: mqtt)
             } : nil
         let stats = StatsService(
@@ -110,7 +116,7 @@ struct Gateway {
             HTTPServer.Dependencies(
                 config: config, arcade: arcade, ingress: ingress, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
                 uptime: { clock.now() }, now: clock.wallNow, chainProblem: { chainLink?.status.problem }, appServer: appServer,
-                wallets: wallets))
+                wallets: wallets, evidence: evidence))
         let http = HTTPServer.service(router: routes, http: config.http, ingress: ingress, listener: listener, logger: logger)
         let reloader = ConfigReloader(
             file: file, running: config, arcade: arcade, mqtt: mqtt, feed: feed, chainLink: chainLink, clock: clock, logger: logger)
@@ -119,7 +125,7 @@ struct Gateway {
         var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger)] + replies.services
         // The feed stops first: its streams would keep HTTP from stopping.
         services += [mqttService, reloader] + (chainLink.map { [ChainLinkService(link: $0, clock: clock, logger: logger)] } ?? [])
-        services += (appServer?.services ?? []) + [stats, http, feed]
+        services += (appServer?.services ?? []) + (evidence.map { [EvidenceService(keeper: $0)] } ?? []) + [stats, http, feed]
         return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, reloader: reloader, services: services)
     }
 }

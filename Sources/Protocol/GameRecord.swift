@@ -12,6 +12,10 @@ public struct GameRecord: Sendable, Equatable, Codable {
     public var startedAt: String?
     public var endedAt: String?
     public var commands: Int
+    /// The game's clips (SPEC §14), once cut; nil when evidence is not kept.
+    public var evidence: [EvidenceClip]?
+    /// The cameras without a clip of the game, and why.
+    public var evidenceMissing: [EvidenceGap]?
 
     public init(
         id: String, machine: String, player: String, provider: String, nick: String, outcome: GameOutcome?, offeredAt: String,
@@ -34,7 +38,8 @@ public struct GameRecord: Sendable, Equatable, Codable {
         case offeredAt = "offered_at"
         case startedAt = "started_at"
         case endedAt = "ended_at"
-        case commands
+        case commands, evidence
+        case evidenceMissing = "evidence_missing"
     }
 
     /// Every field of SPEC §5's shape, `null` where there is no value yet: the
@@ -52,5 +57,36 @@ public struct GameRecord: Sendable, Equatable, Codable {
         try container.encode(startedAt, forKey: .startedAt)
         try container.encode(endedAt, forKey: .endedAt)
         try container.encode(commands, forKey: .commands)
+        try container.encodeIfPresent(evidence, forKey: .evidence)
+        try container.encodeIfPresent(evidenceMissing, forKey: .evidenceMissing)
+    }
+}
+
+/// One camera's clip of a game (SPEC §14).
+public struct EvidenceClip: Sendable, Equatable, Codable {
+    public var camera: String
+    public var path: String
+    public var durationSeconds: Double
+
+    public init(camera: String, path: String, durationSeconds: Double) {
+        self.camera = camera
+        self.path = path
+        self.durationSeconds = durationSeconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case camera, path
+        case durationSeconds = "duration_s"
+    }
+}
+
+/// A camera without a clip of a game, and why (its stream was down, …).
+public struct EvidenceGap: Sendable, Equatable, Codable {
+    public var camera: String
+    public var reason: String
+
+    public init(camera: String, reason: String) {
+        self.camera = camera
+        self.reason = reason
     }
 }

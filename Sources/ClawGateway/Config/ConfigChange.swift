@@ -26,6 +26,11 @@ struct ConfigChange: Sendable {
         compare("storage") { $0.storage }
         compare("chain") { $0.chain }
         compare("app_server") { $0.appServer }
+        // The cameras recorded, and how, are what the gateway started recording.
+        compare("evidence") { $0.evidence }
+        compare("machines.cameras.stream") { config in
+            config.evidence == nil ? [] : config.machines.map { machine in machine.cameras.map { "\(machine.id)/\($0.id) \($0.stream ?? "")" } }
+        }
         // Prices apply (through the machines); whether games cost at all,
         // and how top-ups are taken, are what the gateway was built with.
         compare("credits") { config in config.credits.map { [$0.topupSecret, String($0.maxTopup), String($0.welcome)] } }

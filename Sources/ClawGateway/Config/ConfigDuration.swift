@@ -1,8 +1,8 @@
 /// Durations as `gateway.yaml` writes them: a number and a unit, `500ms`,
-/// `10s`, `2m`, `1h`; fractions such as `1.5s` are allowed.
+/// `10s`, `2m`, `1h`, `30d`; fractions such as `1.5s` are allowed.
 enum ConfigDuration {
     private static let units: [(suffix: String, seconds: Double)] = [
-        ("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600),
+        ("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400),
     ]
 
     static func parse(_ text: String) -> Duration? {

@@ -78,7 +78,7 @@ struct Schema {
     let baseDirectory: String
 
     func read(_ root: Node) -> GatewayConfig? {
-        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain", "app_server", "credits"]) else {
+        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain", "app_server", "credits", "evidence"]) else {
             return nil
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
@@ -105,12 +105,23 @@ struct Schema {
                     "must be secret with credits: with accid, whoever knows an account id (every chatroom shows them) spends its credits")
             }
         }
+        let evidence = top.section("evidence", keys: EvidenceSettings.keys).flatMap { EvidenceSettings.read($0, resolve: resolve) }
+        if top.has("evidence"), let machines {
+            for (m, machine) in machines.enumerated() {
+                for (c, camera) in machine.cameras.enumerated() {
+                    if let stream = camera.stream, let problem = EvidenceSettings.streamProblem(stream) {
+                        reader.report("machines[\(m)].cameras[\(c)].stream", problem)
+                    }
+                }
+            }
+        }
         guard let gateway, let mqtt, let http, let machines else { return nil }
         guard chain != nil || !top.has("chain") else { return nil }
+        guard evidence != nil || !top.has("evidence") else { return nil }
         guard credits != nil || !top.has("credits") else { return nil }
         return GatewayConfig(
             gateway: gateway, mqtt: mqtt, http: http, im: im, game: game, storage: storage, machines: machines, chain: chain,
-            appServer: appServer, credits: credits)
+            appServer: appServer, credits: credits, evidence: evidence)
     }
 
     private func readGateway(_ section: ConfigReader.Section?) -> GatewaySettings? {

@@ -189,7 +189,7 @@ extension ConfigReader {
             guard let text = string(key) else { return fallback }
             if zeroTurnsOff, text == "0" { return .zero }
             guard let value = ConfigDuration.parse(text) else {
-                reader.report(path(key), "\"\(text)\" is not a duration; write e.g. 500ms, 10s, 2m or 1h")
+                reader.report(path(key), "\"\(text)\" is not a duration; write e.g. 500ms, 10s, 2m, 1h or 30d")
                 return fallback
             }
             if zeroTurnsOff, value == .zero { return .zero }

@@ -19,6 +19,8 @@ struct GatewayConfig: Sendable {
     var appServer: AppServerSettings? = nil
     /// Set when games cost credits (SPEC §11).
     var credits: CreditsSettings? = nil
+    /// Set when every game's video is kept (SPEC §14).
+    var evidence: EvidenceSettings? = nil
 
     var topics: Topics { Topics(prefix: mqtt.topicPrefix) }
 }

@@ -26,6 +26,8 @@ enum HTTPServer {
         let appServer: AppServer?
         /// The players' wallets when games cost credits (SPEC §11); nil leaves their routes out.
         let wallets: Wallets?
+        /// The games' clips (SPEC §14); nil leaves their routes out.
+        var evidence: EvidenceKeeper? = nil
     }
 
     static func router(_ parts: Dependencies) -> Router<GatewayRequestContext> {
@@ -50,6 +52,9 @@ enum HTTPServer {
                 keeper: wallets, settings: wallets.settings, providers: parts.config.im.providers.sorted(), now: parts.now,
                 tell: { arcade.tell($0) }
             ).add(to: router, reads: reads, admin: admin)
+        }
+        if let evidence = parts.evidence {
+            EvidenceRoutes<GatewayRequestContext>(arcade: parts.arcade, keeper: evidence).add(reads: reads, admin: admin)
         }
         if let feed = parts.feed {
             DashboardRoutes<GatewayRequestContext>(

@@ -9,7 +9,8 @@ import Protocol
 ///
 /// The page is three files compiled into the binary (``DashboardAssets``),
 /// served with a Content-Security-Policy that allows script and style from
-/// this origin only: no inline script, no other host, no framing.
+/// this origin only: no inline script, no other host, no framing; video
+/// (the games' clips) from this origin, or fetched with the read token.
 struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
     let feed: ArcadeFeed
     let arcade: Arcade
@@ -21,7 +22,7 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
     let now: @Sendable () -> Date
 
     static var contentSecurityPolicy: String {
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; media-src 'self' blob:; "
             + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     }
 

@@ -235,6 +235,7 @@ final class GameStore: Sendable {
         }
         registerLedger(&migrator)
         registerChainWallet(&migrator)
+        registerEvidence(&migrator)
         return migrator
     }
 
@@ -386,7 +387,7 @@ final class GameStore: Sendable {
     }
 
     private static func games(_ db: Database, machine: String, limit: Int, offset: Int) throws -> [GameRecord] {
-        try Row.fetchAll(
+        let records = try Row.fetchAll(
             db,
             sql: """
                 SELECT id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands
@@ -394,6 +395,7 @@ final class GameStore: Sendable {
                 """,
             arguments: [machine, limit, offset]
         ).map(record)
+        return try withEvidence(records, db)
     }
 
     private static func record(_ row: Row) -> GameRecord {

@@ -169,7 +169,7 @@ struct ConfigLoaderTests {
         // durations
         Case(yaml: minimal + "\ngame: { play_timeout: 30 }", expected: "game.play_timeout: \"30\" is not a duration"),
         Case(yaml: minimal + "\ngame: { accept_timeout: 10 s }", expected: "game.accept_timeout: \"10 s\" is not a duration"),
-        Case(yaml: minimal + "\ngame: { result_timeout: 5d }", expected: "game.result_timeout: \"5d\" is not a duration"),
+        Case(yaml: minimal + "\ngame: { result_timeout: 5w }", expected: "game.result_timeout: \"5w\" is not a duration"),
         Case(yaml: minimal + "\ngame: { ack_timeout: 0s }", expected: "game.ack_timeout: must be longer than zero"),
         Case(yaml: minimal + "\ngame: { offline_grace: -1s }", expected: "game.offline_grace: \"-1s\" is not a duration"),
         Case(yaml: minimal + "\ngame: { command_max_age: soon }", expected: "game.command_max_age: \"soon\" is not a duration"),
@@ -225,6 +225,15 @@ struct ConfigLoaderTests {
         Case(yaml: minimal + "\ncredits: { topup_secret: 0123456789abcdef, welcome: lots }", expected: "credits.welcome: must be a whole number"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, price: 2}]", expected: "machines[0].price: needs a credits: section"),
         Case(yaml: minimal + "\ncredits: { topup_secret: 0123456789abcdef }\nim: { netease: { app_key: k, app_secret: s } }\napp_server: { sessions: accid }", expected: "app_server.sessions: must be secret with credits:"),
+        Case(yaml: minimal + "\nchain: { site: a-1, bus: [mqtt://h] }\ncredits: { price: 1, topup_secret: 0123456789abcdef }", expected: "credits.topup_secret: is not a site's in a chain"),
+        Case(yaml: minimal + "\nchain: { site: a-1, bus: [mqtt://h], wallet_timeout: 10ms }\ncredits: { price: 1 }", expected: "chain.wallet_timeout: must be at least 100ms"),
+        // evidence (SPEC §14)
+        Case(yaml: minimal + "\nevidence: { buffer: 10m }", expected: "evidence.dir: is required"),
+        Case(yaml: minimal + "\nevidence: { dir: ev, max_disk: 20GB }", expected: "evidence.max_disk: \"20GB\" is not a size of 1MiB or more"),
+        Case(yaml: minimal + "\nevidence: { dir: ev, max_disk: 512KiB }", expected: "evidence.max_disk: \"512KiB\" is not a size of 1MiB or more"),
+        Case(yaml: minimal + "\nevidence: { dir: ev, keep: 30s }", expected: "evidence.keep: must be at least 1m"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nevidence: { dir: ev }\nmachines: [{id: m1, cameras: [{id: \"1\", stream: rtmp://cam/live/1}, {id: \"2\", stream: /var/video/m1.flv}]}]", expected: "machines[0].cameras[1].stream: \"/var/video/m1.flv\" is not an RTMP URL"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nevidence: { dir: ev }\nmachines: [{id: m1, cameras: [{id: \"1\", stream: \"http://cam/live.flv\"}]}]", expected: "machines[0].cameras[0].stream: \"http://cam/live.flv\" is not an RTMP URL"),
         // shapes
         Case(yaml: "gateway: {id: a}\nmqtt: [1, 2]\nmachines: [{id: m1}]", expected: "mqtt: must be a mapping"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: { id: m1 }", expected: "machines: must be a list"),
@@ -234,6 +243,16 @@ struct ConfigLoaderTests {
         Case(yaml: "gateway:\n  id: a\n  id: b\nmqtt: { url: mqtt://h }\nmachines: [{id: m1}]", expected: "duplicate key id"),
         Case(yaml: "", expected: "test.yaml: is empty"),
     ]
+
+    @Test func evidenceHasItsDefaultsAndSizes() throws {
+        let config = try parse(Self.minimal + "\nevidence: { dir: evidence }", base: "/srv/claw")
+        #expect(config.evidence == EvidenceSettings(dir: "/srv/claw/evidence"))
+        #expect(config.evidence?.buffer == .seconds(600) && config.evidence?.pad == .seconds(2))
+        #expect(config.evidence?.keep == .seconds(30 * 86400) && config.evidence?.maxDisk == 20 << 30)
+        let sized = try parse(Self.minimal + "\nevidence: { dir: /e, buffer: 5m, pad: 500ms, keep: 7d, max_disk: 200MiB }")
+        #expect(sized.evidence == EvidenceSettings(dir: "/e", buffer: .seconds(300), pad: .milliseconds(500), keep: .seconds(7 * 86400), maxDisk: 200 << 20))
+        #expect(EvidenceSettings.size("1TiB") == 1 << 40 && EvidenceSettings.size("1.5GiB") == nil && EvidenceSettings.size("-1MiB") == nil)
+    }
 
     @Test func creditsPriceEachMachineFromTheSectionOrItsOwn() throws {
         let config = try parse(
@@ -292,7 +311,7 @@ struct ConfigLoaderTests {
         #expect(ConfigDuration.parse(ConfigDuration.format(expected)) == expected)
     }
 
-    @Test("not durations", arguments: ["", "10", "s", "ms", "-1s", "1d", "10 s", "1e3s", "ten s", "1s2"])
+    @Test("not durations", arguments: ["", "10", "s", "ms", "-1s", "d", "1w", "10 s", "1e3s", "ten s", "1s2"])
     func notDurations(_ text: String) {
         #expect(ConfigDuration.parse(text) == nil)
     }

@@ -38,7 +38,7 @@ import Testing
         ("  max_connections_per_client: lots\n", #"http.max_connections_per_client: must be a whole number, not "lots""#),
         ("  max_connections: 8\n  max_connections_per_client: 9\n", "http.max_connections_per_client: must be between 1 and 8, not 9"),
         ("  idle_timeout: 500ms\n", "http.idle_timeout: must be at least 1s"),
-        ("  idle_timeout: soon\n", #"http.idle_timeout: "soon" is not a duration; write e.g. 500ms, 10s, 2m or 1h"#),
+        ("  idle_timeout: soon\n", #"http.idle_timeout: "soon" is not a duration; write e.g. 500ms, 10s, 2m, 1h or 30d"#),
     ])
     func badValuesAreRefusedNamingTheKey(http: String, problem: String) {
         #expect(Self.problems(http) == [problem])

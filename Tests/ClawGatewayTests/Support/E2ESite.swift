@@ -24,7 +24,7 @@ final class E2ESite {
     init(
         game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
         keepalive: Int = 30, gateway: String = "", simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"],
-        machines: [String] = ["m1", "m2"], extra: String = "", netease: FakeNetEaseAPI? = nil
+        machines: [String] = ["m1", "m2"], extra: String = "", netease: FakeNetEaseAPI? = nil, cameraBase: String = "rtmp://example"
     ) async throws {
         broker = try MosquittoBroker.start()
         ownsNetEase = netease == nil
@@ -41,7 +41,7 @@ final class E2ESite {
                 \(extra)
 
                 """, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive,
-            gateway: gateway)
+            gateway: gateway, cameraBase: cameraBase)
         try startGateway()
         self.simulatorArguments = simulatorArguments
         if simulate {

@@ -28,6 +28,17 @@ enum HTTP {
         return Answer(status: Int(response.status.code), body: String(buffer: collected))
     }
 
+    /// The status, the headers and the body's bytes as they came (a video clip).
+    static func bytes(_ url: String, headers: [(String, String)] = []) async throws -> (status: Int, headers: [String: String], body: [UInt8]) {
+        var request = HTTPClientRequest(url: url)
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        let collected = try await response.body.collect(upTo: 1 << 26)
+        var fields: [String: String] = [:]
+        for header in response.headers { fields[header.name.lowercased()] = header.value }
+        return (Int(response.status.code), fields, Array(buffer: collected))
+    }
+
     static func get(_ url: String) async throws -> Answer {
         try await request(.GET, url)
     }

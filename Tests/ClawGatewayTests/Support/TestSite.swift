@@ -13,7 +13,7 @@ struct TestSite {
     init(
         broker: MosquittoBroker, machines: [String] = ["m1", "m2"], game: String = "", extra: String = "",
         adminToken: String? = nil, logLevel: String = "debug", http: String = "", keepalive: Int = 30, gateway: String = "",
-        topicPrefix: String = "claw"
+        topicPrefix: String = "claw", cameraBase: String = "rtmp://example"
     ) throws {
         directory = try TemporaryDirectory.make(prefix: "site")
         httpPort = try FreePort.next()
@@ -43,8 +43,8 @@ struct TestSite {
                     name: Machine \(id)
                     im_account: claw_\(id)
                     cameras:
-                      - { id: "1", stream: rtmp://example/\(id)-1 }
-                      - { id: "2", stream: rtmp://example/\(id)-2 }
+                      - { id: "1", stream: \(cameraBase)/\(id)-1 }
+                      - { id: "2", stream: \(cameraBase)/\(id)-2 }
 
                 """
         }

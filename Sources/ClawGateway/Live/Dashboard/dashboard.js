@@ -10,6 +10,7 @@
 (function () {
   const TOKEN_KEY = "claw-admin-token";
   const RESULTS_SHOWN = 5;
+  const CLIPS_READ_AFTER_MS = [6000, 15000];
 
   const page = {
     hello: null,
@@ -169,6 +170,8 @@
       machine.results.unshift({ nick: event.nick || event.player, player: event.player, outcome: event.outcome, ended_at: event.ts });
       machine.results.length = Math.min(machine.results.length, RESULTS_SHOWN);
       renderResults(machine);
+      // Its clips are cut a few seconds after its end (the pad, the last segment): read them then.
+      for (const later of CLIPS_READ_AFTER_MS) setTimeout(() => loadResults(machine.id), later);
     }
   }
 
@@ -290,8 +293,21 @@
     machine.resultList.replaceChildren(
       ...machine.results.map((game) => {
         const item = el("li", "outcome-" + game.outcome);
+        item.dataset.game = game.id;
         item.append(el("span", "nick", game.nick || game.player), " ", el("span", "outcome", (game.outcome || "open").replace(/_/g, " ")));
         if (game.ended_at) item.append(" ", el("span", "meta", clockTime(game.ended_at)));
+        // The game's video (SPEC §14): a button per camera's clip, which plays it below.
+        for (const clip of game.evidence || []) {
+          const play = el("button", "clip", "▶ " + clip.camera);
+          play.title = "Play camera " + clip.camera + "'s clip of this game (" + Math.round(clip.duration_s) + " s)";
+          play.addEventListener("click", () => playClip(machine, game, clip, item));
+          item.append(" ", play);
+        }
+        for (const gap of game.evidence_missing || []) {
+          const none = el("span", "meta clip-missing", "no clip of " + gap.camera);
+          none.title = gap.reason;
+          item.append(" ", none);
+        }
         return item;
       })
     );
@@ -358,6 +374,36 @@
   function renderBalance(machine) {
     if (!machine.balanceText) return;
     machine.balanceText.textContent = machine.balance === null || machine.balance === undefined ? "" : " · " + machine.balance + " credits";
+  }
+
+  // A clip in a <video> under its game. Without a read token the browser
+  // fetches it itself and seeks with Range requests; with one (a <video>
+  // cannot send it) the clip is fetched whole, with the token, and played
+  // from memory.
+  function playClip(machine, game, clip, item) {
+    const url = "/v1/machines/" + encodeURIComponent(machine.id) + "/games/" + encodeURIComponent(game.id) + "/evidence/" + encodeURIComponent(clip.camera);
+    let video = item.querySelector("video");
+    if (!video) {
+      video = el("video", "clip-player");
+      video.controls = true;
+      video.muted = true;
+      video.playsInline = true;
+      item.append(video);
+    }
+    video.dataset.camera = clip.camera;
+    if (!sessionStorage.getItem("claw-read-token")) {
+      video.src = url;
+      video.play().catch(() => {});
+      return;
+    }
+    readToken
+      .fetch(url, {})
+      .then((response) => (response.ok ? response.blob() : Promise.reject(response)))
+      .then((blob) => {
+        video.src = URL.createObjectURL(blob);
+        video.play().catch(() => {});
+      })
+      .catch(() => {});
   }
 
   function isGame(outcome) {

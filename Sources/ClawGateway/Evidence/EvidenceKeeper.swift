@@ -1,0 +1,267 @@
+import Foundation
+import Logging
+import Protocol
+import Synchronization
+
+/// A video of every game (SPEC §14): one ``CameraRecorder`` per camera with
+/// a `stream`, and a clip of each started game cut from their segments
+/// when it ends, into `<dir>/<machine>/<game>-<camera>.mp4`, without
+/// re-encoding.
+///
+/// The keeper hears games end as an observer of the machines' events, after
+/// the end is durable; it waits until the segment holding the end plus
+/// `evidence.pad` is closed, cuts each camera's clip with ffmpeg (a process,
+/// awaited on its own task: no machine and no event loop waits for it),
+/// and writes the clips, or why a camera has none, beside the game's record.
+/// Clips are deleted `evidence.keep` after their game's end, and the oldest
+/// first while they take more than `evidence.max_disk`, except those an
+/// operator holds.
+final class EvidenceKeeper: MachineObserver {
+    let settings: EvidenceSettings
+    let dir: URL
+    private let store: GameStore
+    private let clock: GameClock
+    private let logger: Logger
+    private let ffmpeg: String?
+    private let ffprobe: String?
+    /// By machine id, by camera id.
+    let recorders: [String: [String: CameraRecorder]]
+    /// Each machine's cameras, in config order (those without a stream too).
+    private let cameras: [String: [String]]
+    private let jobs: AsyncStream<Job>
+    private let queue: AsyncStream<Job>.Continuation
+    private let tally = Mutex(Counts())
+
+    struct Job: Sendable {
+        var machine: String
+        var game: String
+    }
+
+    struct Counts: Sendable, Equatable {
+        var cut = 0
+        var missing = 0
+        var failed = 0
+        var deleted = 0
+        var diskBytes: Int64 = 0
+        var pending = 0
+    }
+
+    init(settings: EvidenceSettings, machines: [MachineConfig], store: GameStore, clock: GameClock, logger: Logger) {
+        self.settings = settings
+        dir = URL(fileURLWithPath: settings.dir, isDirectory: true)
+        self.store = store
+        self.clock = clock
+        self.logger = logger
+        let ffmpeg = Subprocess.find("ffmpeg")
+        self.ffmpeg = ffmpeg
+        ffprobe = Subprocess.find("ffprobe")
+        var recorders: [String: [String: CameraRecorder]] = [:]
+        var cameras: [String: [String]] = [:]
+        for machine in machines {
+            cameras[machine.id] = machine.cameras.map(\.id)
+            for camera in machine.cameras {
+                guard let stream = camera.stream else { continue }
+                recorders[machine.id, default: [:]][camera.id] = CameraRecorder(
+                    machine: machine.id, camera: camera.id, stream: stream, dir: dir, buffer: settings.buffer, ffmpeg: ffmpeg,
+                    clock: clock, logger: logger)
+            }
+        }
+        self.recorders = recorders
+        self.cameras = cameras
+        (jobs, queue) = AsyncStream.makeStream(of: Job.self, bufferingPolicy: .bufferingNewest(10_000))
+    }
+
+    var counts: Counts { tally.withLock { $0 } }
+
+    // MARK: MachineObserver
+
+    func snapshot(_ index: Int, _ snapshot: QueueSnapshot, payload: [UInt8]) {}
+
+    func event(_ index: Int, _ event: GameEvent, payload: [UInt8]) {
+        guard event.type == .gameEnded, let game = event.session else { return }
+        tally.withLock { $0.pending += 1 }
+        queue.yield(Job(machine: event.machine, game: game))
+    }
+
+    // MARK: Running
+
+    /// Records every camera, cuts clips as games end, and keeps the disk
+    /// bounded, until the task is cancelled.
+    func run() async {
+        try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let recorders = recorders.values.flatMap(\.values)
+        await withTaskCancellationHandler {
+            await withDiscardingTaskGroup { group in
+                for recorder in recorders {
+                    group.addTask { await recorder.run() }
+                }
+                group.addTask { [self] in
+                    for await job in jobs {
+                        await clip(job)
+                        tally.withLock { $0.pending -= 1 }
+                    }
+                }
+                group.addTask { [self] in
+                    await sweep()
+                    await clock.tick(every: .seconds(60)) { await sweep() }
+                }
+            }
+        } onCancel: { [queue] in
+            queue.finish()
+            for recorder in recorders { recorder.stop() }
+        }
+    }
+
+    /// Cuts a game's clips once the segments holding its end are closed.
+    func clip(_ job: Job) async {
+        let times: (started: Date, ended: Date)?
+        do {
+            times = try await store.playedTimes(game: job.game, machine: job.machine)
+        } catch {
+            logger.warning("A game's clips not cut: its record could not be read", metadata: error.shape.metadata(["game.session": .string(job.game)]))
+            return
+        }
+        // A turn that never started has no game to show.
+        guard let times else { return }
+        let from = times.started.addingTimeInterval(-settings.pad.seconds)
+        let to = times.ended.addingTimeInterval(settings.pad.seconds)
+        let ready = to.addingTimeInterval(Double(CameraRecorder.segmentSeconds) + 1)
+        let wait = ready.timeIntervalSince(clock.wallNow())
+        if wait > 0 {
+            do { try await clock.sleep(clock.now() + .milliseconds(Int64(wait * 1000))) } catch { return }
+        }
+        var rows: [EvidenceRow] = []
+        for camera in cameras[job.machine] ?? [] {
+            var row = EvidenceRow(game: job.game, machine: job.machine, camera: camera, endedAt: times.ended)
+            if let recorder = recorders[job.machine]?[camera] {
+                let target = dir.appendingPathComponent(job.machine, isDirectory: true).appendingPathComponent("\(job.game)-\(camera).mp4")
+                switch await cut(recorder, from: from, to: to, into: target) {
+                case .success(let (duration, bytes)):
+                    (row.path, row.durationSeconds, row.bytes) = (target.path, duration, bytes)
+                    tally.withLock { $0.cut += 1 }
+                case .failure(let problem):
+                    row.missing = problem.reason
+                    tally.withLock { problem.failed ? ($0.failed += 1) : ($0.missing += 1) }
+                    logger.notice(
+                        "A game has no clip of a camera", metadata: ["game.session": .string(job.game), "evidence.camera": .string(camera), "evidence.reason": .string(problem.reason)])
+                }
+            } else {
+                row.missing = "the camera has no stream to record"
+                tally.withLock { $0.missing += 1 }
+            }
+            rows.append(row)
+        }
+        do {
+            try await store.keep(rows)
+        } catch {
+            logger.warning("A game's clips not written to its record", metadata: error.shape.metadata(["game.session": .string(job.game)]))
+        }
+    }
+
+    struct CutProblem: Error {
+        var reason: String
+        /// ffmpeg failed on segments that were there (not: the stream was down).
+        var failed = false
+    }
+
+    /// The segments of `recorder` from `from` to `to` into one clip, without re-encoding.
+    private func cut(_ recorder: CameraRecorder, from: Date, to: Date, into target: URL) async -> Result<(Double, Int64), CutProblem> {
+        guard let ffmpeg else { return .failure(CutProblem(reason: "ffmpeg is not installed")) }
+        guard let plan = ClipPlan.make(segments: recorder.segments(), from: from, to: to, segmentSeconds: CameraRecorder.segmentSeconds)
+        else {
+            let why = recorder.status.problem.map { "the recording was down: \($0)" } ?? "no recording of the game's time"
+            return .failure(CutProblem(reason: why))
+        }
+        let folder = target.deletingLastPathComponent()
+        try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let list = folder.appendingPathComponent(".\(target.lastPathComponent).txt")
+        let partial = folder.appendingPathComponent(".\(target.lastPathComponent).part.mp4")
+        defer {
+            try? FileManager.default.removeItem(at: list)
+            try? FileManager.default.removeItem(at: partial)
+        }
+        do {
+            try plan.files.map { "file '\($0.path)'" }.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        } catch {
+            return .failure(CutProblem(reason: "the clip could not be written: \(error)", failed: true))
+        }
+        let status = await Subprocess.run(ffmpeg, [
+            "-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-f", "concat", "-safe", "0", "-i", list.path,
+            "-ss", String(format: "%.3f", plan.offset), "-t", String(format: "%.3f", plan.duration), "-map", "0", "-c", "copy",
+            "-bsf:a", "aac_adtstoasc", "-movflags", "+faststart", "-f", "mp4", partial.path,
+        ])
+        guard status == 0 else { return .failure(CutProblem(reason: "ffmpeg could not cut the clip (status \(status))", failed: true)) }
+        do {
+            if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
+            try FileManager.default.moveItem(at: partial, to: target)
+        } catch {
+            return .failure(CutProblem(reason: "the clip could not be written: \(error)", failed: true))
+        }
+        let bytes = ((try? FileManager.default.attributesOfItem(atPath: target.path))?[.size] as? NSNumber)?.int64Value ?? 0
+        return .success((await probeDuration(target) ?? plan.duration, bytes))
+    }
+
+    /// The clip's duration as ffprobe reads it.
+    private func probeDuration(_ clip: URL) async -> Double? {
+        guard let ffprobe else { return nil }
+        let pipe = Pipe()
+        let status = await Subprocess.run(
+            ffprobe, ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", clip.path], output: pipe)
+        guard status == 0 else { return nil }
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return Double(text.trimmingCharacters(in: .whitespacesAndNewlines)).map { ($0 * 1000).rounded() / 1000 }
+    }
+
+    // MARK: Retention
+
+    /// Deletes the clips past `evidence.keep`, then the oldest while they
+    /// take more than `evidence.max_disk`; held clips stay.
+    func sweep() async {
+        let clips: [EvidenceRow]
+        do {
+            clips = try await store.clipsOnDisk()
+        } catch {
+            logger.warning("Clips not swept", metadata: error.shape.metadata())
+            return
+        }
+        let expired = clock.wallNow().addingTimeInterval(-settings.keep.seconds)
+        var total = clips.reduce(Int64(0)) { $0 + $1.bytes }
+        for clip in clips where !clip.held {
+            let old = clip.endedAt < expired
+            guard old || total > settings.maxDisk else { continue }
+            let reason = old ? "deleted after \(ConfigDuration.format(settings.keep))" : "deleted to keep the clips within max_disk"
+            if let path = clip.path { try? FileManager.default.removeItem(atPath: path) }
+            do {
+                try await store.clipDeleted(game: clip.game, camera: clip.camera, reason: reason)
+                total -= clip.bytes
+                tally.withLock { $0.deleted += 1 }
+            } catch {
+                logger.warning("A deleted clip not noted", metadata: error.shape.metadata())
+            }
+        }
+        tally.withLock { $0.diskBytes = total }
+    }
+}
+
+/// Which segments make a clip from `from` to `to`, where in the first it
+/// starts, and how long it is: a plain function of the ring's names.
+struct ClipPlan: Sendable, Equatable {
+    var files: [URL]
+    /// Seconds into the first segment.
+    var offset: Double
+    var duration: Double
+
+    /// Each segment runs from its start to the next one's (the last: for
+    /// `segmentSeconds`); nil when none overlaps the window.
+    static func make(segments: [(start: Date, url: URL)], from: Date, to: Date, segmentSeconds: Int) -> ClipPlan? {
+        var chosen: [(start: Date, url: URL)] = []
+        for (index, segment) in segments.enumerated() {
+            let end = index + 1 < segments.count ? segments[index + 1].start : segment.start.addingTimeInterval(Double(segmentSeconds))
+            if segment.start < to, end > from { chosen.append(segment) }
+        }
+        guard let first = chosen.first else { return nil }
+        let begin = max(from, first.start)
+        return ClipPlan(
+            files: chosen.map(\.url), offset: max(0, from.timeIntervalSince(first.start)), duration: to.timeIntervalSince(begin))
+    }
+}

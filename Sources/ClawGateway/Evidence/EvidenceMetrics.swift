@@ -1,0 +1,72 @@
+import Prometheus
+import ServiceLifecycle
+
+/// The evidence on `/metrics` (SPEC §14), brought up to date from the
+/// keeper at scrape time: each camera's recording, the clips, the disk.
+enum EvidenceMetrics {
+    private static var registry: PrometheusCollectorRegistry { GatewayMetrics.registry }
+
+    private static func family(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "claw", metricName: name, unitName: unit, helpText: help)
+    }
+
+    private static let clipResults = ["cut", "missing", "failed", "deleted"]
+    private static let clips = Dictionary(
+        uniqueKeysWithValues: clipResults.map { result in
+            (
+                result,
+                Mirror(
+                    registry.makeCounter(
+                        descriptor: family(
+                            "evidence_clips", "total",
+                            "Clips of games by what became of them: cut, missing (the camera's recording was down, or it has no stream), failed (ffmpeg could not cut it), deleted (past evidence.keep, or over evidence.max_disk)."),
+                        labels: [("result", result)]))
+            )
+        })
+    private static let disk = registry.makeGauge(
+        descriptor: family("evidence_disk", "bytes", "What the clips take on disk (the ring of segments is bounded by evidence.buffer)."))
+    private static let pending = registry.makeGauge(
+        descriptor: family("evidence_pending", "", "Games ended whose clips are not cut yet."))
+
+    /// Makes the series, so that the first scrape shows them.
+    static func prepare(_ keeper: EvidenceKeeper) {
+        _ = (clips, disk, pending)
+        export(keeper)
+    }
+
+    static func export(_ keeper: EvidenceKeeper) {
+        let counts = keeper.counts
+        clips["cut"]?.sync(to: counts.cut)
+        clips["missing"]?.sync(to: counts.missing)
+        clips["failed"]?.sync(to: counts.failed)
+        clips["deleted"]?.sync(to: counts.deleted)
+        disk.set(to: Double(counts.diskBytes))
+        pending.set(to: Double(counts.pending))
+        for (machine, cameras) in keeper.recorders {
+            for (camera, recorder) in cameras {
+                let status = recorder.status
+                let labels = [("machine", machine), ("camera", camera)]
+                registry.makeGauge(
+                    descriptor: family("evidence_recording_up", "", "1 while the camera's stream is being recorded into the ring."),
+                    labels: labels
+                ).set(to: status.up ? 1 : 0)
+                registry.makeGauge(
+                    descriptor: family("evidence_recording_restarts", "", "Times the camera's ffmpeg was started again (it exited, or stalled)."),
+                    labels: labels
+                ).set(to: Double(status.restarts))
+            }
+        }
+    }
+}
+
+/// The keeper as a service: records and cuts until graceful shutdown.
+struct EvidenceService: Service {
+    let keeper: EvidenceKeeper
+
+    func run() async throws {
+        let keeper = keeper
+        await cancelWhenGracefulShutdown {
+            await keeper.run()
+        }
+    }
+}

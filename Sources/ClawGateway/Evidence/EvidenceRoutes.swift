@@ -1,0 +1,123 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import Protocol
+
+/// A game's clips over HTTP (SPEC §14): served with Range requests (a
+/// browser's `<video>` seeks) to the read token; held for a dispute by an
+/// operator. A clip is found by its machine, game and camera in the store,
+/// never by a path from the request: nothing outside the evidence folder is
+/// ever served.
+struct EvidenceRoutes<Context: RequestContext>: Sendable {
+    let arcade: Arcade
+    let keeper: EvidenceKeeper
+
+    func add(reads: some RouterMethods<Context>, admin: (some RouterMethods<Context>)?) {
+        reads.get("/v1/machines/:id/games/:game/evidence/:camera") { request, context in
+            let machine = try arcade.machine(in: context)
+            let game = try context.pathParameter("game")
+            let camera = try context.pathParameter("camera")
+            let row = try await arcade.writer.store.evidence(machine: machine.id, game: game, camera: camera)
+            guard let row, let path = row.path, path.hasPrefix(keeper.dir.path + "/"), !path.contains("/../") else {
+                throw Refusal(
+                    .notFound, code: "no_clip",
+                    row?.missing.map { "\(machine.id) has no clip of \(game) by camera \(camera): \($0)." }
+                        ?? "\(machine.id) has no game \(game) with a clip by camera \(camera).")
+            }
+            return try Self.serve(path, range: request.headers[.range])
+        }
+        admin?.post("/v1/machines/:id/games/:game/evidence/hold") { request, context in
+            let machine = try arcade.machine(in: context)
+            let game = try context.pathParameter("game")
+            let body = try await request.body.collect(upTo: 4096)
+            let (hold, reason) = try Self.holdBody(Array(buffer: body))
+            let touched = try await arcade.writer.store.hold(machine: machine.id, game: game, held: hold, reason: reason)
+            guard touched > 0 else {
+                throw Refusal(.notFound, code: "no_clip", "\(machine.id) has no game \(game) with clips.")
+            }
+            return JSONResponse.make(.ok, HoldAnswer(machine: machine.id, game: game, held: hold, reason: reason, clips: touched))
+        }
+    }
+
+    struct HoldAnswer: Codable, Equatable {
+        var machine: String
+        var game: String
+        var held: Bool
+        var reason: String?
+        var clips: Int
+    }
+
+    /// `{"hold":true,"reason":"…"}` (a reason is required to hold) or `{"hold":false}`.
+    static func holdBody(_ body: [UInt8]) throws(Refusal) -> (Bool, String?) {
+        func refused(_ message: String) -> Refusal { Refusal(.unprocessableContent, code: "invalid_body", message) }
+        let fields: [JSONField]
+        do throws(JSONReadError) {
+            fields = try JSONObjectReader.fields(in: body)
+        } catch {
+            throw refused(#"Send a JSON object: {"hold":true,"reason":"…"} or {"hold":false}."#)
+        }
+        var hold: Bool?
+        var reason: String?
+        for field in fields {
+            switch (field.key, field.value) {
+            case ("hold", .bool(let value)): hold = value
+            case ("reason", .string(let value)): reason = value.trimmingCharacters(in: .whitespacesAndNewlines)
+            case ("reason", .null): break
+            default: throw refused("\(field.key): only hold (true or false) and reason (a string).")
+            }
+        }
+        guard let hold else { throw refused("hold: required, true or false.") }
+        if hold {
+            guard let reason, (1...500).contains(reason.count) else { throw refused("reason: 1 to 500 characters, to hold a clip.") }
+            return (true, reason)
+        }
+        return (false, nil)
+    }
+
+    /// The file, whole (200) or the byte range asked (206), as `video/mp4`.
+    static func serve(_ path: String, range: String?) throws -> Response {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw Refusal(.notFound, code: "no_clip", "The clip is gone from the disk.")
+        }
+        defer { try? handle.close() }
+        let size = Int64((try? handle.seekToEnd()) ?? 0)
+        var headers: HTTPFields = [.contentType: "video/mp4", .acceptRanges: "bytes"]
+        var status = HTTPResponse.Status.ok
+        var (start, end) = (Int64(0), size - 1)
+        if let range {
+            guard let asked = ByteRange.parse(range, size: size) else {
+                headers[.contentRange] = "bytes */\(size)"
+                return Response(status: .rangeNotSatisfiable, headers: headers)
+            }
+            (start, end) = asked
+            status = .partialContent
+            headers[.contentRange] = "bytes \(start)-\(end)/\(size)"
+        }
+        try handle.seek(toOffset: UInt64(start))
+        let data = size == 0 ? Data() : (try handle.read(upToCount: Int(end - start + 1)) ?? Data())
+        headers[.contentLength] = String(data.count)
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+/// One `Range: bytes=…` as a browser sends it: `a-b`, `a-` or `-n`.
+enum ByteRange {
+    /// The first and last byte asked of a file of `size` bytes; nil when it
+    /// is not one satisfiable range.
+    static func parse(_ header: String, size: Int64) -> (Int64, Int64)? {
+        let text = header.trimmingCharacters(in: .whitespaces)
+        guard text.hasPrefix("bytes="), size > 0 else { return nil }
+        let spec = text.dropFirst(6)
+        guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return nil }
+        let first = spec[..<dash].trimmingCharacters(in: .whitespaces)
+        let last = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
+        if first.isEmpty {
+            guard let suffix = Int64(last), suffix > 0 else { return nil }
+            return (max(0, size - suffix), size - 1)
+        }
+        guard let start = Int64(first), start >= 0, start < size else { return nil }
+        guard !last.isEmpty else { return (start, size - 1) }
+        guard let end = Int64(last), end >= start else { return nil }
+        return (start, min(end, size - 1))
+    }
+}
