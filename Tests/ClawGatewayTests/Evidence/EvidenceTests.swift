@@ -1,4 +1,6 @@
+import Clocks
 import Foundation
+import Logging
 import Testing
 
 @testable import ClawGateway
@@ -51,5 +53,50 @@ import Testing
         for bad in [#"{"hold":true}"#, #"{"hold":true,"reason":"  "}"#, #"{"reason":"x"}"#, #"{"hold":"yes"}"#, #"{"hold":true,"reason":"x","why":1}"#, "[]", "nope"] {
             #expect(throws: Refusal.self, "\(bad)") { try Routes.holdBody(Array(bad.utf8)) }
         }
+    }
+}
+
+/// Retention (SPEC §14) on a real SQLite file and real files, with the clock
+/// moved by hand: clips past `keep` go, then the oldest while over
+/// `max_disk`; a held clip stays; a deleted clip's row says why.
+@Suite struct EvidenceRetentionTests {
+    @Test func oldClipsGoThenTheOldestOverTheDiskBoundAndHeldOnesStay() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "evidence")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try GameStore(path: GameHarness.databasePath(in: directory))
+        let clock = TestClock<Duration>()
+        let epoch = Date(timeIntervalSince1970: 1_795_000_000)
+        let settings = EvidenceSettings(dir: directory.appendingPathComponent("evidence").path, keep: .seconds(3600), maxDisk: 3 << 20)
+        let keeper = EvidenceKeeper(
+            settings: settings, machines: [MachineConfig(id: "m1", name: "M1", imAccount: "claw_m1", cameras: [CameraConfig(id: "1")])],
+            store: store, clock: .following(clock, from: epoch), logger: Logger(label: "test"))
+        // Five games' clips of 1 MiB each, one a minute, the first two hours ago.
+        let folder = keeper.dir.appendingPathComponent("m1")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var rows: [EvidenceRow] = []
+        for (index, age) in [7200.0, 240, 180, 120, 60].enumerated() {
+            let file = folder.appendingPathComponent("g\(index)-1.mp4")
+            try Data(count: 1 << 20).write(to: file)
+            rows.append(
+                EvidenceRow(
+                    game: "g\(index)", machine: "m1", camera: "1", path: file.path, durationSeconds: 30, bytes: 1 << 20,
+                    endedAt: epoch.addingTimeInterval(-age)))
+        }
+        try await store.keep(rows)
+        #expect(try await store.hold(machine: "m1", game: "g0", held: true, reason: "ticket 42") == 1)
+        #expect(try await store.hold(machine: "m1", game: "g1", held: false, reason: nil) == 1)
+        await keeper.sweep()
+        // g0 is past keep but held; g1 and g2, the oldest unheld, go for max_disk: 3 MiB left with g0.
+        let left = try await store.clipsOnDisk().map(\.game)
+        #expect(left == ["g0", "g3", "g4"], "g1 and g2 deleted for max_disk")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("g1-1.mp4").path))
+        #expect(try await store.evidence(machine: "m1", game: "g1", camera: "1")?.missing == "deleted to keep the clips within max_disk")
+        #expect(keeper.counts.diskBytes == 3 << 20 && keeper.counts.deleted == 2)
+        // An hour later the rest are past keep; the held one stays.
+        await clock.advance(by: .seconds(3600))
+        await keeper.sweep()
+        #expect(try await store.clipsOnDisk().map(\.game) == ["g0"])
+        #expect(try await store.evidence(machine: "m1", game: "g4", camera: "1")?.missing == "deleted after 1h")
+        #expect(try await store.hold(machine: "m1", game: "nope", held: true, reason: "x") == 0)
     }
 }
