@@ -121,8 +121,10 @@ extension DatabaseSuites {
                 }
                 for site in chain.sites {
                     #expect((totals[site.name] ?? 0) >= 10, "\(site.name) ended only \(totals[site.name] ?? 0) games")
-                    let last = try site.endedGames().compactMap(\.seq).max() ?? -1
+                    // Read again each time: a turn offered just before the
+                    // games stopped may still end (its offer expiring) and be numbered.
                     try await eventually("\(site.name) to have every record acknowledged", timeout: .seconds(15)) {
+                        let last = (try? site.endedGames().compactMap(\.seq).max()) ?? -1
                         let acked = await site.metric("claw_chain_records_acked")
                         let pending = await site.metric("claw_chain_records_pending")
                         return acked == Double(last) && pending == 0
