@@ -198,6 +198,10 @@ extension MachineState {
             // The turn's timer is stopped while the PC reconnects.
         } else if let turn = phase.turn, turn.deadline <= now {
             switch phase {
+            case .offered where turn.debitAskedUntil != nil:
+                // Accepted in time, its debit asked of the chain's ledger: the
+                // offer waits for the answer (or the ask's timeout) before it expires.
+                break
             case .offered:
                 emit(.expired, &fx) {
                     $0.set(turn.player.address)

@@ -205,7 +205,8 @@ struct MachineState: Sendable {
         let ack = acks.nextDue(after: settings.ackTimeout)
         var turn: Duration? =
             if case .reconnecting(let until, _) = link { until } else { phase.turn?.deadline }
-        if let asked = phase.turn?.debitAskedUntil { turn = turn.map { min($0, asked) } ?? asked }
+        // An offer whose debit is asked waits for the ask's answer or timeout (``expire(_:)``).
+        if let asked = phase.turn?.debitAskedUntil { turn = asked }
         guard let turn else { return ack }
         return ack.map { min($0, turn) } ?? turn
     }

@@ -58,6 +58,27 @@ import Testing
         #expect(Self.answer(&game, session, .debited, balance: 3).commands.map(\.message.code) == [.addCoins])
     }
 
+    /// An accept just before the offer runs out: the offer waits for the
+    /// ledger's answer (up to the ask's timeout) rather than expire under it.
+    @Test func anOfferAcceptedInTimeWaitsForTheLedgersAnswer() throws {
+        var game = Self.game()
+        let offer = try #require(game.join("alice").offer(to: "alice")?.data)
+        game.advance(by: .seconds(9))
+        #expect(game.send("alice", #"{"command":12,"data":"\#(offer)"}"#).asks.map(\.session) == [offer])
+        let waiting = game.advance(by: .milliseconds(1500))
+        #expect(game.status == .offered && waiting.games.isEmpty, "the offer's 10 s passed, its accept's answer not yet")
+        #expect(Self.answer(&game, offer, .debited, balance: 4).commands.map(\.message.code) == [.addCoins])
+        // No answer: the accept is refused and the offer, past its time, expires with it.
+        var other = Self.game()
+        let late = try #require(other.join("bob").offer(to: "bob")?.data)
+        other.advance(by: .seconds(9))
+        other.send("bob", #"{"command":12,"data":"\#(late)"}"#)
+        #expect(other.state.nextDeadline() == other.now.uptime + .seconds(2), "the ask's timeout is the next deadline")
+        let ended = other.advance(by: .seconds(2))
+        #expect(ended.error(to: "bob") == "offer_expired" && ended.replies(to: "bob").contains { $0.data == "gateway_unavailable" })
+        #expect(ended.games.last?.outcome == .expired && ended.chainWallet.map(\.kind) == [.refund])
+    }
+
     @Test func aShortBalanceEndsTheTurnUnpaid() throws {
         var game = Self.game()
         let session = try Self.ask(&game)
