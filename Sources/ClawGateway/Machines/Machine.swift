@@ -337,9 +337,12 @@ final class Machine: Sendable {
         guarded.withLock { ($0.game.boardSettings, $0.game.settingsOverride != nil) }
     }
 
-    /// The chain's ledger answered this machine's debit (SPEC §11).
-    func debitAnswered(_ answer: ChainWalletAnswer) {
+    /// The chain's ledger answered a debit (SPEC §11): taken when its session
+    /// is this machine's turn (true), else left for another machine.
+    func debitAnswered(_ answer: ChainWalletAnswer) -> Bool {
+        guard guarded.withLock({ $0.game.phase.turn?.session == answer.session }) else { return false }
         _ = transition { game, context in game.debitAnswered(answer, context) }
+        return true
     }
 
     /// Ends the current turn as `skipped`; false when nobody holds the machine.
@@ -464,7 +467,7 @@ final class Machine: Sendable {
             case .reply(let reply):
                 send(reply)
             case .askDebit(let ask):
-                environment.chainLedger?.ask(ask, machine: index)
+                environment.chainLedger?.ask(ask)
             case .gone:
                 leave()
             }

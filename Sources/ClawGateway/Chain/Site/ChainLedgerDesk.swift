@@ -32,21 +32,8 @@ final class ChainLedgerDesk: Sendable {
     }
 
     private struct DeskState {
-        /// Debits asked and not answered, by session: the machine that asked.
-        var asked: [String: Int] = [:]
         /// Refunds sent and not answered, by session: when last sent.
         var refundsSent: [String: (at: Duration, refund: ChainWalletAsk)] = [:]
-        var debits = 0
-        var refunds = 0
-        var answers: [String: Int] = [:]
-    }
-
-    /// What the desk says of itself, for the metrics.
-    struct Status: Sendable, Equatable {
-        var debitsAsked: Int
-        var refundsSent: Int
-        var answers: [String: Int]
-        var refundsOwed: Int
     }
 
     /// The most refunds read from the outbox per round.
@@ -70,17 +57,9 @@ final class ChainLedgerDesk: Sendable {
         wiring.withLock { $0.link }?.bus.state == .up
     }
 
-    var status: Status {
-        state.withLock { Status(debitsAsked: $0.debits, refundsSent: $0.refunds, answers: $0.answers, refundsOwed: $0.refundsSent.count) }
-    }
-
     /// A machine's debit, durable as asked: out now. Not sent (the link
     /// just went down), the machine's timer refuses the accept.
-    func ask(_ ask: ChainWalletAsk, machine: Int) {
-        state.withLock {
-            $0.asked[ask.session] = machine
-            $0.debits += 1
-        }
+    func ask(_ ask: ChainWalletAsk) {
         publish(ask)
     }
 
@@ -105,7 +84,6 @@ final class ChainLedgerDesk: Sendable {
             owed.filter { refund in
                 if let sent = state.refundsSent[refund.session], now - sent.at < resendInterval { return false }
                 state.refundsSent[refund.session] = (now, refund)
-                state.refunds += 1
                 return true
             }
         }
@@ -128,21 +106,14 @@ final class ChainLedgerDesk: Sendable {
             logger.warning("An answer of the chain's ledger does not decode: ignored", metadata: ["chain.bytes": "\(payload.count)"])
             return
         }
-        let key = "\(answer.kind.rawValue)_\(answer.result.rawValue)"
         switch answer.kind {
         case .debit:
-            let machine = state.withLock { state in
-                state.answers[key, default: 0] += 1
-                return state.asked.removeValue(forKey: answer.session)
-            }
-            // No machine waits for it (asked before a restart): the turn's end settles it.
-            guard let machine, let arcade = wiring.withLock({ $0.arcade }) else { return }
-            arcade.machine(at: machine)?.debitAnswered(answer)
+            // To the machine whose turn it is; none holds it any more (the
+            // turn ended, the site restarted): the turn's end settles it.
+            guard let arcade = wiring.withLock({ $0.arcade }) else { return }
+            _ = arcade.machines.first { $0.debitAnswered(answer) }
         case .refund:
-            let sent = state.withLock { state in
-                state.answers[key, default: 0] += 1
-                return state.refundsSent.removeValue(forKey: answer.session)
-            }
+            let sent = state.withLock { $0.refundsSent.removeValue(forKey: answer.session) }
             _ = writer.submit([.chainRefundAnswered(session: answer.session)], machine: -1)
             // Told once, with the balance the ledger has after it (SPEC §11, 14).
             guard let refund = sent?.refund, answer.result == .refunded, let arcade = wiring.withLock({ $0.arcade }) else { return }
