@@ -48,7 +48,9 @@ struct Gateway {
         mqttConfiguration.cleanSession = false
         mqttConfiguration.sessionExpiry = Self.mqttSessionExpiry
         let mqtt = try MQTTClient(configuration: mqttConfiguration, logger: logger)
-        let store = try GameStore(path: config.storage.path, shipsRecords: config.chain != nil)
+        let store = try GameStore(
+            path: config.storage.path, shipsRecords: config.chain != nil,
+            clipsFirst: config.evidence == nil ? [] : EvidenceKeeper.clipped(config.machines))
         let writer = StorageWriter(store: store, logger: logger)
         let replies = Replies(im: config.im, clock: clock, logger: logger, players: players)
         let feed = ArcadeFeed(machines: config.machines.count, clock: clock, logger: logger) {

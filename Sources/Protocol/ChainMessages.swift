@@ -170,8 +170,9 @@ public struct ChainReceipt: Codable, Sendable, Equatable {
 /// A finished game as a site ships it to the chain (SPEC §10), one per
 /// message on `<prefix>/<site>/records`: the §5 game shape, plus the site,
 /// the epoch of the site's SQLite file and the site's sequence number in
-/// it, which is given in the SQLite transaction that ends the game and
-/// never changes.
+/// it, which is given in the SQLite transaction that ends the game (with
+/// evidence kept, a started game's: the one that writes its clips, which
+/// the record then carries) and never changes.
 ///
 /// ```json
 /// {"site":"arcade-1","epoch":"3f…","seq":17,"id":"g-…","machine":"m1","player":"alice","provider":"netease",
@@ -184,7 +185,7 @@ public struct ChainRecord: Codable, Sendable, Equatable {
     public var site: String
     /// The site file's epoch: a file put in the place of another starts at 1 again, in an epoch of its own.
     public var epoch: String
-    /// 1, 2, 3, … per site and epoch, in the order games ended; no gaps.
+    /// 1, 2, 3, … per site and epoch, in the order records were complete; no gaps.
     public var seq: Int64
     public var game: GameRecord
 

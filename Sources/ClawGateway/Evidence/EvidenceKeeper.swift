@@ -16,6 +16,10 @@ import Synchronization
 /// Clips are deleted `evidence.keep` after their game's end, and the oldest
 /// first while they take more than `evidence.max_disk`, except those an
 /// operator holds.
+///
+/// A gateway stopped between a game's end and its clips cuts them when it
+/// starts again, from the segments still in the ring; in a chain, the game's
+/// record is shipped once its clips are written (``GameStore/clipsFirst``).
 final class EvidenceKeeper: MachineObserver {
     let settings: EvidenceSettings
     let dir: URL
@@ -37,6 +41,11 @@ final class EvidenceKeeper: MachineObserver {
         var game: String
     }
 
+    /// The machines with cameras: their started games get clips, or why not.
+    static func clipped(_ machines: [MachineConfig]) -> Set<String> {
+        Set(machines.filter { !$0.cameras.isEmpty }.map(\.id))
+    }
+
     struct Counts: Sendable, Equatable {
         var cut = 0
         var missing = 0
@@ -44,6 +53,8 @@ final class EvidenceKeeper: MachineObserver {
         var deleted = 0
         var diskBytes: Int64 = 0
         var pending = 0
+        /// The games queued or being cut: each is cut once.
+        var queued: Set<String> = []
     }
 
     init(settings: EvidenceSettings, machines: [MachineConfig], store: GameStore, clock: GameClock, logger: Logger) {
@@ -79,8 +90,13 @@ final class EvidenceKeeper: MachineObserver {
 
     func event(_ index: Int, _ event: GameEvent, payload: [UInt8]) {
         guard event.type == .gameEnded, let game = event.session else { return }
+        enqueue(Job(machine: event.machine, game: game))
+    }
+
+    private func enqueue(_ job: Job) {
+        guard tally.withLock({ $0.queued.insert(job.game).inserted }) else { return }
         tally.withLock { $0.pending += 1 }
-        queue.yield(Job(machine: event.machine, game: game))
+        queue.yield(job)
     }
 
     // MARK: Running
@@ -96,9 +112,13 @@ final class EvidenceKeeper: MachineObserver {
                     group.addTask { await recorder.run() }
                 }
                 group.addTask { [self] in
+                    await recover()
                     for await job in jobs {
                         await clip(job)
-                        tally.withLock { $0.pending -= 1 }
+                        tally.withLock { state in
+                            state.pending -= 1
+                            state.queued.remove(job.game)
+                        }
                     }
                 }
                 group.addTask { [self] in
@@ -109,6 +129,40 @@ final class EvidenceKeeper: MachineObserver {
         } onCancel: { [queue] in
             queue.finish()
             for recorder in recorders { recorder.stop() }
+        }
+    }
+
+    /// The games that ended while no keeper was there to cut their clips
+    /// (the gateway stopped in between): those whose segments may still be
+    /// in the ring are cut; in a chain, the older ones still waiting for
+    /// their clips are shipped without.
+    func recover() async {
+        let found: [(game: String, machine: String, recent: Bool)]
+        do {
+            found = try await store.awaitingClips(
+                machines: Set(cameras.filter { !$0.value.isEmpty }.keys), endedSince: clock.wallNow().addingTimeInterval(-settings.buffer.seconds))
+        } catch {
+            logger.warning("The games awaiting clips not read", metadata: error.shape.metadata())
+            return
+        }
+        var old = 0
+        for game in found {
+            if game.recent {
+                enqueue(Job(machine: game.machine, game: game.game))
+                continue
+            }
+            do {
+                try await store.numberWithoutClips(game: game.game)
+                old += 1
+            } catch {
+                logger.warning("A game awaiting clips not shipped", metadata: error.shape.metadata(["game.session": .string(game.game)]))
+            }
+        }
+        let recent = found.count - old
+        if !found.isEmpty {
+            logger.notice(
+                "Games that ended while the gateway was stopped: their clips are cut from what the ring holds",
+                metadata: ["evidence.games": "\(recent)", "evidence.games_past_buffer": "\(old)"])
         }
     }
 
@@ -127,7 +181,7 @@ final class EvidenceKeeper: MachineObserver {
         let to = times.ended.addingTimeInterval(settings.pad.seconds)
         let ready = to.addingTimeInterval(Double(CameraRecorder.segmentSeconds) + 1)
         let wait = ready.timeIntervalSince(clock.wallNow())
-        if wait > 0 {
+        if wait > 0, recorders[job.machine]?.isEmpty == false {
             do { try await clock.sleep(clock.now() + .milliseconds(Int64(wait * 1000))) } catch { return }
         }
         var rows: [EvidenceRow] = []

@@ -60,9 +60,15 @@ extension GameStore {
         }
     }
 
+    /// Writes a game's clips, and in a chain numbers the game for shipping
+    /// in the same transaction (its record waited for them, ``clipsFirst``).
     func keep(_ rows: [EvidenceRow]) async throws(StorageError) {
+        let numbers = shipsRecords
         do {
             try await pool.write { db in
+                if numbers {
+                    for game in Set(rows.map(\.game)) { try Self.number(game: game, db) }
+                }
                 for row in rows {
                     try db.execute(
                         sql: """
@@ -79,6 +85,55 @@ extension GameStore {
             }
         } catch {
             throw StorageError(path: path, operation: "write a game's clips", underlying: error)
+        }
+    }
+
+    /// The started games of `machines` that ended with no clips written:
+    /// those that ended since `endedSince` (their segments may still be in
+    /// the ring) and, in a chain, every one not yet numbered for shipping.
+    /// A gateway that stopped between a game's end and its clips leaves them.
+    func awaitingClips(machines: Set<String>, endedSince: Date) async throws(StorageError) -> [(game: String, machine: String, recent: Bool)] {
+        let ships = shipsRecords
+        do {
+            return try await pool.read { db in
+                var found: [(game: String, machine: String, recent: Bool)] = []
+                let since = Timestamp.string(endedSince)
+                let unclipped = "started_at IS NOT NULL AND ended_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM evidence WHERE evidence.game = games.id)"
+                for machine in machines.sorted() {
+                    // A game ends within an hour of its offer (the timers), found on (machine, offered_at).
+                    let earliest = Timestamp.string(endedSince.addingTimeInterval(-3600))
+                    for row in try Row.fetchAll(
+                        db,
+                        sql: "SELECT id, ended_at FROM games WHERE machine = ? AND offered_at >= ? AND \(unclipped) ORDER BY ended_at",
+                        arguments: [machine, earliest])
+                    where (row["ended_at"] as String) >= since {
+                        found.append((row["id"], machine, true))
+                    }
+                }
+                guard ships, !machines.isEmpty else { return found }
+                let recent = Set(found.map(\.game))
+                let marks = databaseQuestionMarks(count: machines.count)
+                for row in try Row.fetchAll(
+                    db,
+                    sql: "SELECT id, machine FROM games WHERE ship_seq IS NULL AND machine IN (\(marks)) AND \(unclipped) ORDER BY ended_at, rowid",
+                    arguments: StatementArguments(machines.sorted()))
+                where !recent.contains(row["id"]) {
+                    found.append((row["id"], row["machine"], false))
+                }
+                return found
+            }
+        } catch {
+            throw StorageError(path: path, operation: "read the games awaiting clips", underlying: error)
+        }
+    }
+
+    /// Numbers for shipping a game whose clips will never be cut (its
+    /// segments are gone): its record goes to the chain without them.
+    func numberWithoutClips(game: String) async throws(StorageError) {
+        do {
+            try await pool.write { db in try Self.number(game: game, db) }
+        } catch {
+            throw StorageError(path: path, operation: "number a game for shipping", underlying: error)
         }
     }
 

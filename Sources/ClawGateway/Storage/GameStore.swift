@@ -20,6 +20,10 @@ final class GameStore: Sendable {
     /// A site of a chain: every game gets a sequence number for shipping in
     /// the transaction that ends it (SPEC §10). Without a chain, none.
     let shipsRecords: Bool
+    /// The machines whose clips are kept (SPEC §14): in a chain, a started
+    /// game of theirs is numbered in the transaction that writes its clips
+    /// (``keep(_:)``), so that its record carries them.
+    let clipsFirst: Set<String>
     /// The open file; replaced by ``reopen()`` when the file was removed.
     private let opened: Mutex<Opened>
 
@@ -32,13 +36,14 @@ final class GameStore: Sendable {
         var epoch: ShipEpoch
     }
 
-    init(path: String, shipsRecords: Bool = false) throws(StorageError) {
+    init(path: String, shipsRecords: Bool = false, clipsFirst: Set<String> = []) throws(StorageError) {
         self.path = path
         self.shipsRecords = shipsRecords
-        opened = Mutex(try Self.open(path, shipsRecords: shipsRecords))
+        self.clipsFirst = clipsFirst
+        opened = Mutex(try Self.open(path, shipsRecords: shipsRecords, clipsFirst: clipsFirst))
     }
 
-    private static func open(_ path: String, shipsRecords: Bool) throws(StorageError) -> Opened {
+    private static func open(_ path: String, shipsRecords: Bool, clipsFirst: Set<String>) throws(StorageError) -> Opened {
         do {
             let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -52,7 +57,7 @@ final class GameStore: Sendable {
             }
             let pool = try DatabasePool(path: path, configuration: configuration)
             try migrator.migrate(pool)
-            if shipsRecords { try pool.write(numberUnshippedGames) }
+            if shipsRecords { try pool.write { db in try numberUnshippedGames(db, clipsFirst: clipsFirst) } }
             let epoch = try pool.read { db in try ShipEpoch.read(db) }
             return Opened(pool: pool, identity: FileIdentity(path: path), epoch: epoch)
         } catch let error as StorageError {
@@ -102,7 +107,7 @@ final class GameStore: Sendable {
     /// Opens the file at ``path`` afresh, creating it if it is gone; what it
     /// must hold is then rewritten by the writer.
     func reopen() throws(StorageError) {
-        let fresh = try Self.open(path, shipsRecords: shipsRecords)
+        let fresh = try Self.open(path, shipsRecords: shipsRecords, clipsFirst: clipsFirst)
         let old = opened.withLock { opened in
             defer { opened = fresh }
             return opened.pool
@@ -299,7 +304,7 @@ final class GameStore: Sendable {
         do {
             try pool.write { db in
                 for image in images { try Self.rewrite(image, db) }
-                for change in changes { try Self.apply(change, db, shipsRecords: shipsRecords) }
+                for change in changes { try Self.apply(change, db, shipsRecords: shipsRecords, clipsFirst: clipsFirst) }
             }
         } catch {
             throw StorageError(path: path, operation: "write", underlying: error)
@@ -416,14 +421,15 @@ final class GameStore: Sendable {
     func records(after seq: Int64, limit: Int) async throws(StorageError) -> [(seq: Int64, game: GameRecord)] {
         do {
             return try await pool.read { db in
-                try Row.fetchAll(
+                let rows = try Row.fetchAll(
                     db,
                     sql: """
                         SELECT ship_seq, id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands
                         FROM games WHERE ship_seq > ? ORDER BY ship_seq LIMIT ?
                         """,
-                    arguments: [seq, limit]
-                ).map { row in (seq: row["ship_seq"], game: Self.record(row)) }
+                    arguments: [seq, limit])
+                let games = try Self.withEvidence(rows.map(Self.record), db)
+                return zip(rows, games).map { row, game in (seq: row["ship_seq"], game: game) }
             }
         } catch {
             throw StorageError(path: path, operation: "read the games to ship", underlying: error)
@@ -456,7 +462,7 @@ final class GameStore: Sendable {
 
     // MARK: SQL
 
-    private static func apply(_ change: StoreChange, _ db: Database, shipsRecords: Bool) throws {
+    private static func apply(_ change: StoreChange, _ db: Database, shipsRecords: Bool, clipsFirst: Set<String> = []) throws {
         switch change {
         case .enqueue(let machine, let entry, let atHead, let at):
             try enqueue(db, machine: machine, entry: entry, atHead: atHead, at: at)
@@ -466,7 +472,10 @@ final class GameStore: Sendable {
                 arguments: [machine, player.provider, player.accid])
         case .game(let game):
             try upsert(game, db)
-            if shipsRecords, game.endedAt != nil { try number(game: game.id, db) }
+            // A started game whose clips are kept is numbered with its clips.
+            if shipsRecords, game.endedAt != nil, game.startedAt == nil || !clipsFirst.contains(game.machine) {
+                try number(game: game.id, db)
+            }
         case .meta(let machine, let seq, let paused):
             try db.execute(
                 sql: """
@@ -539,7 +548,7 @@ final class GameStore: Sendable {
 
     /// Gives an ended game the next shipping sequence number, once: a game
     /// written again keeps its number.
-    private static func number(game id: String, _ db: Database) throws {
+    static func number(game id: String, _ db: Database) throws {
         try db.execute(
             sql: """
                 UPDATE games SET ship_seq = (SELECT COALESCE(MAX(ship_seq), 0) + 1 FROM games WHERE ship_seq IS NOT NULL)
@@ -549,10 +558,21 @@ final class GameStore: Sendable {
     }
 
     /// Numbers every ended game that has no number yet, in the order they
-    /// ended: the games of a site that joined a chain are shipped too.
-    private static func numberUnshippedGames(_ db: Database) throws {
+    /// ended: the games of a site that joined a chain are shipped too. A
+    /// started game of a machine in `clipsFirst` without its clips is left to
+    /// the evidence keeper, which cuts them and numbers it
+    /// (``awaitingClips(machines:endedSince:)``).
+    private static func numberUnshippedGames(_ db: Database, clipsFirst: Set<String>) throws {
+        let machines = Array(clipsFirst)
         let ids = try String.fetchAll(
-            db, sql: "SELECT id FROM games WHERE ended_at IS NOT NULL AND ship_seq IS NULL ORDER BY ended_at, rowid")
+            db,
+            sql: """
+                SELECT id FROM games WHERE ended_at IS NOT NULL AND ship_seq IS NULL
+                  AND NOT (started_at IS NOT NULL AND machine IN (\(databaseQuestionMarks(count: machines.count)))
+                           AND NOT EXISTS (SELECT 1 FROM evidence WHERE evidence.game = games.id))
+                ORDER BY ended_at, rowid
+                """,
+            arguments: StatementArguments(machines))
         guard !ids.isEmpty else { return }
         var next = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games WHERE ship_seq IS NOT NULL") ?? 0
         for id in ids {

@@ -10,18 +10,26 @@ extension DatabaseSuites {
     /// The recorder's store against a real PostgreSQL 15: what the history's
     /// readers may take of the database.
     @Suite struct RecorderStoreTests {
+        /// A store on a PostgreSQL 15 of its own, its client running and its
+        /// schema in place, for `body`; everything stopped after.
+        static func withStore(_ body: (RecorderStore, PostgresServer) async throws -> Void) async throws {
+            let database = try PostgresServer.start()
+            defer { database.stop() }
+            let store = RecorderStore(url: try DatabaseURL.parse(database.url).get(), logger: Logger(label: "store-test"))
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask { await store.client.run() }
+                try await eventually("the schema in place") { await store.probe() }
+                try await body(store, database)
+                group.cancelAll()
+            }
+        }
+
         /// SPEC §10: reads cannot starve writes. Before, every read took a
         /// connection of the writer's pool for as long as PostgreSQL ran it
         /// (a huge `offset` scans and skips every row before it): eight slow
         /// readers held all eight, and the chain's records waited behind them.
         @Test func slowReadersLeaveTheWriterItsConnections() async throws {
-            let database = try PostgresServer.start()
-            defer { database.stop() }
-            let url = try DatabaseURL.parse(database.url).get()
-            let store = RecorderStore(url: url, logger: Logger(label: "store-test"))
-            try await withThrowingDiscardingTaskGroup { group in
-                group.addTask { await store.client.run() }
-                try await eventually("the schema in place") { await store.probe() }
+            try await Self.withStore { store, database in
                 // More readers than the pool has connections, each 2 s in the database.
                 let readers = Task {
                     try await withThrowingTaskGroup(of: Void.self) { readers in
@@ -42,7 +50,29 @@ extension DatabaseSuites {
                 #expect(written.upto == 1)
                 #expect(took < .milliseconds(1500), "the write waited \(took) behind the readers")
                 try await readers.value
-                group.cancelAll()
+            }
+        }
+
+        /// SPEC §14: the chain's records carry their clips' metadata, and
+        /// the history gives it back as the site wrote it; a value PostgreSQL's
+        /// JSON cannot hold is refused as data (set aside), not an outage.
+        @Test func aRecordsClipsAreKeptAndReadBack() async throws {
+            try await Self.withStore { store, _ in
+                var record = RecorderTests.record("arcade-1", 1)
+                record.game.evidence = [EvidenceClip(camera: "front", path: "/var/lib/claw-gateway/evidence/m1/g-1-front.mp4", durationSeconds: 34.52)]
+                record.game.evidenceMissing = [EvidenceGap(camera: "侧面", reason: #"the recording was down: "connection refused""#)]
+                _ = try await store.write(try ValidRecord.check(record).get())
+                let plain = RecorderTests.record("arcade-1", 2)
+                _ = try await store.write(try ValidRecord.check(plain).get())
+                let games = try await store.games(GameFilter(site: "arcade-1"))
+                let read = try #require(games.first { $0.game.id == record.game.id })
+                #expect(read.game.evidence == record.game.evidence && read.game.evidenceMissing == record.game.evidenceMissing)
+                let without = try #require(games.first { $0.game.id == plain.game.id })
+                #expect(without.game.evidence == nil && without.game.evidenceMissing == nil, "a game without clips says nothing of them")
+
+                var nul = RecorderTests.record("arcade-1", 3)
+                nul.game.evidenceMissing = [EvidenceGap(camera: "1", reason: "down\u{0}")]
+                await #expect(throws: RecorderStore.Refused.self) { _ = try await store.write(try ValidRecord.check(nul).get()) }
             }
         }
 
@@ -53,12 +83,7 @@ extension DatabaseSuites {
         /// finds no debit closes the session against a late debit; nothing
         /// ever below 0; entries never changed.
         @Test func theChainsLedgerTakesEachKeyOnceAndNeverGoesBelowZero() async throws {
-            let database = try PostgresServer.start()
-            defer { database.stop() }
-            let store = RecorderStore(url: try DatabaseURL.parse(database.url).get(), logger: Logger(label: "store-test"))
-            try await withThrowingDiscardingTaskGroup { group in
-                group.addTask { await store.client.run() }
-                try await eventually("the schema in place") { await store.probe() }
+            try await Self.withStore { store, database in
                 let ann = PlayerAddress(accid: "ann", provider: "netease")
                 func entry(_ kind: LedgerEntry.Kind, _ credits: Int64, _ key: String?, digest: String? = nil) -> LedgerEntry {
                     LedgerEntry(wallet: ann, kind: kind, credits: credits, key: key, reason: key == nil ? "test" : nil, digest: digest, at: Date())
@@ -96,7 +121,6 @@ extension DatabaseSuites {
                 #expect(throws: (any Error).self) { try database.psql("UPDATE ledger SET credits = 100 WHERE kind = 'topup'") }
                 #expect(throws: (any Error).self) { try database.psql("DELETE FROM ledger") }
                 #expect(throws: (any Error).self) { try database.psql("UPDATE wallets SET balance = -1") }
-                group.cancelAll()
             }
         }
     }

@@ -1,6 +1,7 @@
 import Clocks
 import Foundation
 import Logging
+import Protocol
 import Testing
 
 @testable import ClawGateway
@@ -98,5 +99,43 @@ import Testing
         #expect(try await store.clipsOnDisk().map(\.game) == ["g0"])
         #expect(try await store.evidence(machine: "m1", game: "g4", camera: "1")?.missing == "deleted after 1h")
         #expect(try await store.hold(machine: "m1", game: "nope", held: true, reason: "x") == 0)
+    }
+}
+
+/// A gateway stopped between a game's end and its clips (SPEC §13, §14):
+/// started again, the keeper cuts what the ring still holds and, in a
+/// chain, ships the games past the ring without clips: none is left unshipped.
+@Suite struct EvidenceRecoveryTests {
+    @Test func gamesThatEndedWhileStoppedGetTheirClipsOrShipWithout() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "evidence")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try GameStore(path: GameHarness.databasePath(in: directory), shipsRecords: true, clipsFirst: ["m1"])
+        let epoch = Date(timeIntervalSince1970: 1_795_000_000)
+        func played(_ id: String, endedAgo: TimeInterval) -> GameRow {
+            let ended = epoch.addingTimeInterval(-endedAgo)
+            return GameRow(
+                id: id, machine: "m1", player: "p", nick: "P", provider: "netease", offeredAt: ended.addingTimeInterval(-40),
+                startedAt: ended.addingTimeInterval(-30), endedAt: ended, outcome: .lost, commands: 4)
+        }
+        // Ended two hours ago (its segments are gone) and a minute ago.
+        try store.write([.game(played("old", endedAgo: 7200)), .game(played("recent", endedAgo: 60))])
+        #expect(try await store.records(after: 0, limit: 10).isEmpty)
+
+        let clock = TestClock<Duration>()
+        let keeper = EvidenceKeeper(
+            settings: EvidenceSettings(dir: directory.appendingPathComponent("evidence").path),
+            machines: [MachineConfig(id: "m1", name: "M1", imAccount: "claw_m1", cameras: [CameraConfig(id: "1")])],
+            store: store, clock: .following(clock, from: epoch), logger: Logger(label: "test"))
+        let running = Task { await keeper.run() }
+        defer { running.cancel() }
+        var records: [(seq: Int64, game: GameRecord)] = []
+        try await eventually("both games shipped") {
+            records = try await store.records(after: 0, limit: 10)
+            return records.count == 2
+        }
+        #expect(records.map(\.game.id) == ["old", "recent"], "the old one at once, the recent one with its clips")
+        #expect(records[0].game.evidence == nil && records[0].game.evidenceMissing == nil)
+        #expect(records[1].game.evidenceMissing == [EvidenceGap(camera: "1", reason: "the camera has no stream to record")])
+        #expect(keeper.counts.missing == 1)
     }
 }

@@ -47,4 +47,46 @@ import Testing
         try joined.write([.game(Self.game("open", ended: true, at: 60))])
         #expect(try await joined.records(after: 2, limit: 10).map(\.seq) == [3])
     }
+
+    /// SPEC §14: a chain's record carries its clips' metadata, so a started
+    /// game of a machine whose clips are kept is numbered when they are
+    /// written; a turn that never started has none to wait for.
+    @Test func aGameWhoseClipsAreKeptIsNumberedWithThem() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "ship")
+        let path = directory.appendingPathComponent("g.sqlite").path
+        let store = try GameStore(path: path, shipsRecords: true, clipsFirst: ["m1"])
+        var unstarted = Self.game("declined", ended: true)
+        unstarted.startedAt = nil
+        try store.write([.game(Self.game("played", ended: true, at: 1)), .game(unstarted)])
+        #expect(try await store.records(after: 0, limit: 10).map(\.game.id) == ["declined"], "the played game waits for its clips")
+
+        let ended = try #require(Self.game("played", ended: true, at: 1).endedAt)
+        try await store.keep([
+            EvidenceRow(game: "played", machine: "m1", camera: "1", path: "/e/m1/played-1.mp4", durationSeconds: 23.5, bytes: 10, endedAt: ended),
+            EvidenceRow(game: "played", machine: "m1", camera: "2", missing: "the recording was down", endedAt: ended),
+        ])
+        let records = try await store.records(after: 0, limit: 10)
+        #expect(records.map(\.seq) == [1, 2])
+        #expect(records[1].game.evidence == [EvidenceClip(camera: "1", path: "/e/m1/played-1.mp4", durationSeconds: 23.5)])
+        #expect(records[1].game.evidenceMissing == [EvidenceGap(camera: "2", reason: "the recording was down")])
+        #expect(records[0].game.evidence == nil, "a turn that never started has no clips")
+        // Written again (a keeper that cut twice): the number stays.
+        try await store.keep([EvidenceRow(game: "played", machine: "m1", camera: "1", path: "/e/m1/played-1.mp4", durationSeconds: 23.5, endedAt: ended)])
+        #expect(try await store.lastRecordNumber() == 2)
+
+        // A gateway stopped before a game's clips: opened again, the game still
+        // waits for them, and the keeper finds it; without evidence it ships at once.
+        try store.write([.game(Self.game("stopped", ended: true, at: 30))])
+        try store.close()
+        let reopened = try GameStore(path: path, shipsRecords: true, clipsFirst: ["m1"])
+        #expect(try await reopened.lastRecordNumber() == 2)
+        let stoppedEnd = try #require(Self.game("stopped", ended: true, at: 30).endedAt)
+        let found = try await reopened.awaitingClips(machines: ["m1"], endedSince: stoppedEnd.addingTimeInterval(-60))
+        #expect(found.map(\.game) == ["stopped"] && found.map(\.recent) == [true])
+        let later = try await reopened.awaitingClips(machines: ["m1"], endedSince: stoppedEnd.addingTimeInterval(60))
+        #expect(later.map(\.game) == ["stopped"] && later.map(\.recent) == [false], "past the ring: shipped without clips")
+        try reopened.close()
+        let withoutEvidence = try GameStore(path: path, shipsRecords: true)
+        #expect(try await withoutEvidence.records(after: 2, limit: 10).map(\.game.id) == ["stopped"])
+    }
 }

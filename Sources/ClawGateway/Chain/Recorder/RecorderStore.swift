@@ -139,6 +139,11 @@ final class RecorderStore: Sendable {
         ledgerMigration,
         // SPEC §11: sessions a site closed with a refund that found no debit.
         closedSessionsMigration,
+        // SPEC §14: the chain's records carry their clips' metadata (the clips stay at their site).
+        [
+            "ALTER TABLE games ADD COLUMN evidence jsonb",
+            "ALTER TABLE games ADD COLUMN evidence_missing jsonb",
+        ],
     ]
 
     /// Brings the schema to the last version, under an advisory lock: two
@@ -209,15 +214,18 @@ final class RecorderStore: Sendable {
         let (site, epoch, seq) = (record.record.site, record.record.epoch, record.record.seq)
         let outcome = game.outcome?.rawValue
         let commands = Int32(clamping: game.commands)
+        let evidence = game.evidence.map { String(decoding: JSONCoding.encode($0), as: UTF8.self) }
+        let missing = game.evidenceMissing.map { String(decoding: JSONCoding.encode($0), as: UTF8.self) }
         do {
             return try await timed { [client, logger] in
                 try await client.withTransaction(logger: logger) { connection -> Written in
                     try await Self.lockProgress(site: site, epoch: epoch, connection, logger)
                     let inserted = try await connection.query(
                         """
-                        INSERT INTO games (site, epoch, id, seq, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands)
+                        INSERT INTO games (site, epoch, id, seq, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands,
+                                           evidence, evidence_missing)
                         VALUES (\(site), \(epoch), \(game.id), \(seq), \(game.machine), \(game.player), \(game.provider), \(game.nick), \(outcome),
-                                \(record.offeredAt), \(record.startedAt), \(record.endedAt), \(commands))
+                                \(record.offeredAt), \(record.startedAt), \(record.endedAt), \(commands), \(evidence)::jsonb, \(missing)::jsonb)
                         ON CONFLICT (site, id) DO NOTHING
                         RETURNING 1
                         """, logger: logger
@@ -442,7 +450,8 @@ final class RecorderStore: Sendable {
     func games(_ filter: GameFilter) async throws -> [ChainGame] {
         // A filter left out is a null parameter, which matches every row.
         let query: PostgresQuery = """
-            SELECT site, id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands
+            SELECT site, id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands,
+                   evidence::text, evidence_missing::text
             FROM games
             WHERE (\(filter.site)::text IS NULL OR site = \(filter.site))
               AND (\(filter.machine)::text IS NULL OR machine = \(filter.machine))
@@ -456,16 +465,16 @@ final class RecorderStore: Sendable {
             """
         return try await read(query) { rows in
             var games: [ChainGame] = []
-            for try await (site, id, machine, player, provider, nick, outcome, offered, started, ended, commands) in rows.decode(
-                (String, String, String, String, String, String, String?, Date, Date?, Date?, Int32).self)
+            for try await (site, id, machine, player, provider, nick, outcome, offered, started, ended, commands, evidence, missing)
+                in rows.decode((String, String, String, String, String, String, String?, Date, Date?, Date?, Int32, String?, String?).self)
             {
-                games.append(
-                    ChainGame(
-                        site: site,
-                        game: GameRecord(
-                            id: id, machine: machine, player: player, provider: provider, nick: nick,
-                            outcome: outcome.flatMap(GameOutcome.init(rawValue:)), offeredAt: Timestamp.string(offered),
-                            startedAt: started.map(Timestamp.string), endedAt: ended.map(Timestamp.string), commands: Int(commands))))
+                var game = GameRecord(
+                    id: id, machine: machine, player: player, provider: provider, nick: nick,
+                    outcome: outcome.flatMap(GameOutcome.init(rawValue:)), offeredAt: Timestamp.string(offered),
+                    startedAt: started.map(Timestamp.string), endedAt: ended.map(Timestamp.string), commands: Int(commands))
+                game.evidence = evidence.flatMap { JSONCoding.decode([EvidenceClip].self, from: Array($0.utf8)) }
+                game.evidenceMissing = missing.flatMap { JSONCoding.decode([EvidenceGap].self, from: Array($0.utf8)) }
+                games.append(ChainGame(site: site, game: game))
             }
             return games
         }

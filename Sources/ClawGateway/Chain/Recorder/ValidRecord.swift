@@ -32,6 +32,7 @@ struct ValidRecord: Sendable {
         for (name, bytes) in limits where (values[name]?.utf8.count ?? 0) > bytes {
             return .failure(RecordProblem("\(name) is longer than \(bytes) bytes"))
         }
+        if let problem = checkEvidence(game) { return .failure(problem) }
         guard game.commands >= 0, game.commands <= Int(Int32.max) else {
             return .failure(RecordProblem("commands \(game.commands) is out of range"))
         }
@@ -47,6 +48,36 @@ struct ValidRecord: Sendable {
         case (.success(let started), .success(let ended)):
             return .success(ValidRecord(record: record, offeredAt: offered, startedAt: started, endedAt: ended))
         }
+    }
+}
+
+extension ValidRecord {
+    /// The most cameras a record's clips may name, and their fields' limits (SPEC §14's metadata).
+    static let maxClips = 16
+    static let evidenceLimits = (camera: 64, path: 1024, reason: 512)
+
+    private static func checkEvidence(_ game: GameRecord) -> RecordProblem? {
+        let clips = game.evidence ?? []
+        let gaps = game.evidenceMissing ?? []
+        guard clips.count <= maxClips, gaps.count <= maxClips else {
+            return RecordProblem("evidence names more than \(maxClips) cameras")
+        }
+        for clip in clips {
+            if clip.camera.isEmpty || clip.camera.utf8.count > evidenceLimits.camera {
+                return RecordProblem("evidence.camera is empty or longer than \(evidenceLimits.camera) bytes")
+            }
+            if clip.path.utf8.count > evidenceLimits.path { return RecordProblem("evidence.path is longer than \(evidenceLimits.path) bytes") }
+            if !clip.durationSeconds.isFinite || clip.durationSeconds < 0 { return RecordProblem("evidence.duration_s is not a duration") }
+        }
+        for gap in gaps {
+            if gap.camera.isEmpty || gap.camera.utf8.count > evidenceLimits.camera {
+                return RecordProblem("evidence_missing.camera is empty or longer than \(evidenceLimits.camera) bytes")
+            }
+            if gap.reason.utf8.count > evidenceLimits.reason {
+                return RecordProblem("evidence_missing.reason is longer than \(evidenceLimits.reason) bytes")
+            }
+        }
+        return nil
     }
 }
 
