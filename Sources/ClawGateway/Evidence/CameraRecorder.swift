@@ -10,7 +10,8 @@ import Synchronization
 /// ffmpeg exits when the stream drops (no data for 5 s); one that stops
 /// writing segments for ``stallAfter`` is killed. Either way it is started
 /// again after a back-off of 1 s doubling to 10 s, said in the log and in
-/// ``status`` (a camera whose recording is down is visible in the metrics).
+/// ``status`` (a camera whose recording is down is visible in the metrics),
+/// with the disk being full when it is.
 final class CameraRecorder: Sendable {
     static let segmentSeconds = 2
     /// No new segment for this long while ffmpeg runs: it is stuck, and killed.
@@ -72,7 +73,8 @@ final class CameraRecorder: Sendable {
         while !Task.isCancelled, !state.withLock({ $0.stopped }) {
             let started = clock.now()
             let exit = await record(ffmpeg)
-            let why = exit.map { "ffmpeg exited with status \($0)" } ?? "ffmpeg wrote no segment for \(Self.stallAfter.seconds) s"
+            var why = exit.map { "ffmpeg exited with status \($0)" } ?? "ffmpeg wrote no segment for \(Self.stallAfter.seconds) s"
+            if let full = DiskSpace.full(at: ring.path) { why += ": \(full)" }
             let first = state.withLock { state in
                 defer { state.problem = why }
                 return state.problem == nil
@@ -172,8 +174,16 @@ final class CameraRecorder: Sendable {
         }.sorted { $0.0 < $1.0 }
     }
 
+    /// The segments that hold something, oldest first: an ffmpeg started on
+    /// a full disk creates its first segment and writes nothing into it.
+    func recordedSegments() -> [(start: Date, url: URL)] {
+        segments().filter { segment in
+            ((try? FileManager.default.attributesOfItem(atPath: segment.url.path))?[.size] as? NSNumber)?.int64Value ?? 0 > 0
+        }
+    }
+
     private func newestSegmentAge() -> Double? {
-        guard let newest = segments().last,
+        guard let newest = recordedSegments().last,
             let modified = (try? FileManager.default.attributesOfItem(atPath: newest.url.path))?[.modificationDate] as? Date
         else { return nil }
         return clock.wallNow().timeIntervalSince(modified)

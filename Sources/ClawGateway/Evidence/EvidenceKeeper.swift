@@ -221,9 +221,10 @@ final class EvidenceKeeper: MachineObserver {
     /// The segments of `recorder` from `from` to `to` into one clip, without re-encoding.
     private func cut(_ recorder: CameraRecorder, from: Date, to: Date, into target: URL) async -> Result<(Double, Int64), CutProblem> {
         guard let ffmpeg else { return .failure(CutProblem(reason: "ffmpeg is not installed")) }
-        guard let plan = ClipPlan.make(segments: recorder.segments(), from: from, to: to, segmentSeconds: CameraRecorder.segmentSeconds)
+        guard let plan = ClipPlan.make(segments: recorder.recordedSegments(), from: from, to: to, segmentSeconds: CameraRecorder.segmentSeconds)
         else {
-            let why = recorder.status.problem.map { "the recording was down: \($0)" } ?? "no recording of the game's time"
+            var why = recorder.status.problem.map { "the recording was down: \($0)" } ?? "no recording of the game's time"
+            if !why.contains("disk is full"), let full = DiskSpace.full(at: recorder.ring.path) { why += ": \(full)" }
             return .failure(CutProblem(reason: why))
         }
         let folder = target.deletingLastPathComponent()
@@ -244,7 +245,10 @@ final class EvidenceKeeper: MachineObserver {
             "-ss", String(format: "%.3f", plan.offset), "-t", String(format: "%.3f", plan.duration), "-map", "0", "-c", "copy",
             "-bsf:a", "aac_adtstoasc", "-movflags", "+faststart", "-f", "mp4", partial.path,
         ])
-        guard status == 0 else { return .failure(CutProblem(reason: "ffmpeg could not cut the clip (status \(status))", failed: true)) }
+        guard status == 0 else {
+            let full = DiskSpace.full(at: folder.path).map { ": \($0)" } ?? ""
+            return .failure(CutProblem(reason: "ffmpeg could not cut the clip (status \(status))\(full)", failed: true))
+        }
         do {
             if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
             try FileManager.default.moveItem(at: partial, to: target)

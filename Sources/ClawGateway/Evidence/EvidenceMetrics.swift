@@ -27,10 +27,14 @@ enum EvidenceMetrics {
         descriptor: family("evidence_disk", "bytes", "What the clips take on disk (the ring of segments is bounded by evidence.buffer)."))
     private static let pending = registry.makeGauge(
         descriptor: family("evidence_pending", "", "Games ended whose clips are not cut yet."))
+    private static let free = registry.makeGauge(
+        descriptor: family(
+            "evidence_disk_free", "bytes",
+            "Room left on the evidence folder's filesystem; below 1 MiB recording and cutting stop (the games play on, without clips)."))
 
     /// Makes the series, so that the first scrape shows them.
     static func prepare(_ keeper: EvidenceKeeper) {
-        _ = (clips, disk, pending)
+        _ = (clips, disk, pending, free)
         export(keeper)
     }
 
@@ -42,6 +46,7 @@ enum EvidenceMetrics {
         clips["deleted"]?.sync(to: counts.deleted)
         disk.set(to: Double(counts.diskBytes))
         pending.set(to: Double(counts.pending))
+        if let room = DiskSpace.available(at: keeper.dir.path) { free.set(to: Double(room)) }
         for (machine, cameras) in keeper.recorders {
             for (camera, recorder) in cameras {
                 let status = recorder.status

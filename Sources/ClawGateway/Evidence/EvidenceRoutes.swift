@@ -24,7 +24,7 @@ struct EvidenceRoutes<Context: RequestContext>: Sendable {
                     row?.missing.map { "\(machine.id) has no clip of \(game) by camera \(camera): \($0)." }
                         ?? "\(machine.id) has no game \(game) with a clip by camera \(camera).")
             }
-            return try Self.serve(path, range: request.headers[.range])
+            return try await Self.serve(path, range: request.headers[.range], context: context)
         }
         admin?.post("/v1/machines/:id/games/:game/evidence/hold") { request, context in
             let machine = try arcade.machine(in: context)
@@ -74,13 +74,15 @@ struct EvidenceRoutes<Context: RequestContext>: Sendable {
         return (false, nil)
     }
 
-    /// The file, whole (200) or the byte range asked (206), as `video/mp4`.
-    static func serve(_ path: String, range: String?) throws -> Response {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
+    /// Reads clips off the event loops, on NIO's thread pool.
+    private static var files: FileIO { FileIO() }
+
+    /// The file, whole (200) or the byte range asked (206), as `video/mp4`,
+    /// streamed from the disk in chunks: a clip is never held in memory whole.
+    static func serve(_ path: String, range: String?, context: Context) async throws -> Response {
+        guard let size = ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value else {
             throw Refusal(.notFound, code: "no_clip", "The clip is gone from the disk.")
         }
-        defer { try? handle.close() }
-        let size = Int64((try? handle.seekToEnd()) ?? 0)
         var headers: HTTPFields = [.contentType: "video/mp4", .acceptRanges: "bytes"]
         var status = HTTPResponse.Status.ok
         var (start, end) = (Int64(0), size - 1)
@@ -93,10 +95,15 @@ struct EvidenceRoutes<Context: RequestContext>: Sendable {
             status = .partialContent
             headers[.contentRange] = "bytes \(start)-\(end)/\(size)"
         }
-        try handle.seek(toOffset: UInt64(start))
-        let data = size == 0 ? Data() : (try handle.read(upToCount: Int(end - start + 1)) ?? Data())
-        headers[.contentLength] = String(data.count)
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        headers[.contentLength] = String(max(0, end - start + 1))
+        guard size > 0 else { return Response(status: status, headers: headers) }
+        let body: ResponseBody
+        do {
+            body = try await files.loadFile(path: path, range: Int(start)...Int(end), context: context)
+        } catch {
+            throw Refusal(.notFound, code: "no_clip", "The clip is gone from the disk.")
+        }
+        return Response(status: status, headers: headers, body: body)
     }
 }
 

@@ -18,17 +18,27 @@ extension HeavySuites {
         static let admin = [("Authorization", "Bearer \(token)")]
 
         @Test func everyGameHasAClipOfEachCameraThatWasRecording() async throws {
+            try await Self.withCameras { site, rtmp in try await run(site, rtmp) }
+        }
+
+        /// nginx-rtmp with m1's red camera 1 and blue camera 2, and a site
+        /// recording them (evidence pad 1 s), for `body`; the gateway's log
+        /// printed when it fails, everything stopped after.
+        static func withCameras(
+            simulate: Bool = true, http: String = "", launcher: @escaping (TestSite) -> [String] = { _ in [] },
+            _ body: (E2ESite, RTMPServer) async throws -> Void
+        ) async throws {
             let rtmp = try RTMPServer()
             try rtmp.start()
             defer { rtmp.stop() }
             try rtmp.startCamera("m1-1", colour: "red")
             try rtmp.startCamera("m1-2", colour: "blue")
             let site = try await E2ESite(
-                adminToken: Self.token, logLevel: "info",
+                simulate: simulate, adminToken: token, logLevel: "info", http: http,
                 simulatorArguments: ["--ack-delay", "0s", "--result-delay", "1s", "--win-rate", "1"], machines: ["m1"],
-                extra: "evidence:\n  dir: evidence\n  pad: 1s\n", cameraBase: rtmp.base)
+                extra: "evidence:\n  dir: evidence\n  pad: 1s\n", cameraBase: rtmp.base, launcher: launcher)
             do {
-                try await run(site, rtmp)
+                try await body(site, rtmp)
             } catch {
                 print("gateway log:\n\(site.site.logText.suffix(5000))")
                 await site.stop()
@@ -37,18 +47,25 @@ extension HeavySuites {
             await site.stop()
         }
 
-        private func recording(_ site: E2ESite, camera: String) async -> Bool {
-            let text = (try? await HTTP.get("\(site.base)/metrics").body) ?? ""
+        private func recording(_ site: E2ESite, camera: String, headers: [(String, String)] = []) async -> Bool {
+            let text = (try? await HTTP.request(.GET, "\(site.base)/metrics", headers: headers).body) ?? ""
             return text.contains(#"claw_evidence_recording_up{machine="m1",camera="\#(camera)"} 1"#)
         }
 
+        private func bothRecording(_ site: E2ESite, headers: [(String, String)] = []) async -> Bool {
+            let one = await recording(site, camera: "1", headers: headers)
+            let two = await recording(site, camera: "2", headers: headers)
+            return one && two
+        }
+
         /// Plays one game on m1 as `player`: join, accept, a move, grab; returns its session once it ended.
-        private func play(_ site: E2ESite, _ player: String) async throws -> String {
+        private func play(_ site: E2ESite, _ player: String, headers: [(String, String)] = []) async throws -> String {
             try await site.generic(from: player, to: "m1", #"{"command":6}"#)
-            let session = try await site.currentSession()
+            let turn = try await HTTP.request(.GET, "\(site.base)/v1/machines/m1", headers: headers).json["player"] as? [String: Any]
+            let session = try #require(turn?["session"] as? String, "m1 has no current turn")
             try await site.generic(from: player, to: "m1", #"{"command":12,"data":"\#(session)"}"#)
             try await eventually("the game to start") {
-                ((try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["state"] as? String) == "playing"
+                ((try? await HTTP.request(.GET, "\(site.base)/v1/machines/m1", headers: headers))?.json["state"] as? String) == "playing"
             }
             try await Task.sleep(for: .seconds(2))  // the player steers for a while: the clip's length
             try await site.generic(from: player, to: "m1", #"{"command":2,"serial":1}"#)
@@ -56,10 +73,10 @@ extension HeavySuites {
         }
 
         /// The game's record once its clips are cut (or known missing).
-        private func record(_ site: E2ESite, _ session: String) async throws -> [String: Any] {
+        private func record(_ site: E2ESite, _ session: String, headers: [(String, String)] = []) async throws -> [String: Any] {
             var found: [String: Any]?
             try await eventually("the clips of \(session) in its record", timeout: .seconds(30)) {
-                let games = (try? await HTTP.get("\(site.base)/v1/machines/m1/games"))?.json["games"] as? [[String: Any]] ?? []
+                let games = (try? await HTTP.request(.GET, "\(site.base)/v1/machines/m1/games", headers: headers))?.json["games"] as? [[String: Any]] ?? []
                 found = games.first { $0["id"] as? String == session && ($0["evidence"] != nil || $0["evidence_missing"] != nil) }
                 return found != nil
             }
@@ -67,11 +84,7 @@ extension HeavySuites {
         }
 
         private func run(_ site: E2ESite, _ rtmp: RTMPServer) async throws {
-            try await eventually("both cameras recording", timeout: .seconds(30)) {
-                let one = await recording(site, camera: "1")
-                let two = await recording(site, camera: "2")
-                return one && two
-            }
+            try await eventually("both cameras recording", timeout: .seconds(30)) { await bothRecording(site) }
             let session = try await play(site, "ann")
             let game = try await record(site, session)
             let clips = game["evidence"] as? [[String: Any]] ?? []
@@ -167,6 +180,100 @@ extension HeavySuites {
             // A graceful stop ends its ffmpegs, though the cameras still stream.
             await site.stopGateway()
             try await eventually("no ffmpeg recording after the gateway stopped") { Self.recorders(of: ring).isEmpty }
+        }
+
+        /// SPEC §14, "the disk full leaves the gateway playing": the evidence
+        /// folder on a tmpfs of 8 MiB in the gateway's own mount namespace
+        /// (`unshare -m`: nothing to unmount, nothing seen outside), filled
+        /// to the last byte through `/proc/<pid>/root`. The recording stops
+        /// and says why (metrics, log), a game plays to its result and is
+        /// recorded without a clip, saying the disk is full; with room again,
+        /// recording comes back and the next game has its clip. The site has a
+        /// read token: the dashboard fetches that clip with it and plays it
+        /// from memory (a `<video>` cannot send one), in the real browser.
+        @Test func aFullDiskStopsTheRecordingAndTheGamesPlayOn() async throws {
+            guard FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else {
+                throw BrokerError("unshare (util-linux) is missing, and the full-disk test needs it for a tmpfs of its own")
+            }
+            try await Self.withCameras(
+                simulate: false, http: "read_token: \(Self.readToken)",
+                launcher: { site in
+                    let folder = site.directory.appendingPathComponent("evidence").path
+                    return ["/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+                        #"mkdir -p "$EVIDENCE" && mount -t tmpfs -o size=8m tmpfs "$EVIDENCE" && exec "$0" "$@""#.replacingOccurrences(of: "$EVIDENCE", with: folder)]
+                }
+            ) { site, _ in try await fullDisk(site) }
+        }
+
+        static let readToken = "evidence-read-token-0123"
+        static let reader = [("Authorization", "Bearer \(readToken)")]
+
+        private func fullDisk(_ site: E2ESite) async throws {
+            let reader = Self.reader
+            try site.restartSimulator()
+            try await eventually("the simulated machine online") {
+                (try? await HTTP.request(.GET, "\(site.base)/v1/machines/m1", headers: reader))?.json["online"] as? Bool == true
+            }
+            let pid = try #require(site.gateway?.pid)
+            // The gateway's view of its evidence folder: its own tmpfs.
+            let folder = "/proc/\(pid)/root\(site.site.directory.appendingPathComponent("evidence").path)"
+            try await eventually("the tmpfs mounted for the gateway") { (DiskSpace.available(at: folder) ?? 0) <= 8 << 20 }
+            try await eventually("both cameras recording", timeout: .seconds(30)) { await bothRecording(site, headers: reader) }
+            let first = try await play(site, "ann", headers: reader)
+            #expect(((try await record(site, first, headers: reader))["evidence"] as? [[String: Any]])?.count == 2, "clips while there is room")
+
+            // Fill the disk to its last byte.
+            let filler = "\(folder)/filler"
+            let descriptor = open(filler, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+            try #require(descriptor >= 0, "the filler file: errno \(errno)")
+            var chunk = [UInt8](repeating: 0x5A, count: 64 << 10)
+            while chunk.count >= 512 {
+                if chunk.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) < 0 { chunk.removeLast(chunk.count / 2) }
+            }
+            close(descriptor)
+            #expect((DiskSpace.available(at: folder) ?? -1) < DiskSpace.fullBelow)
+            try await eventually("the recording down for the full disk, in the metrics", timeout: .seconds(40)) {
+                let text = (try? await HTTP.request(.GET, "\(site.base)/metrics", headers: reader).body) ?? ""
+                return text.contains(#"claw_evidence_recording_up{machine="m1",camera="1"} 0"#)
+                    && text.contains(#"claw_evidence_recording_up{machine="m1",camera="2"} 0"#)
+                    && text.range(of: #"claw_evidence_disk_free_bytes [0-9.e+]+\n"#, options: .regularExpression) != nil
+            }
+            #expect(site.site.logText.contains("the disk is full"), "the log says why the recording stopped")
+
+            // The gateway plays on: a game to its result, recorded without a clip, saying why.
+            let second = try await play(site, "bob", headers: reader)
+            let game = try await record(site, second, headers: reader)
+            #expect(game["outcome"] as? String == "won", "\(game)")
+            #expect((game["evidence"] as? [[String: Any]] ?? []).isEmpty, "\(game)")
+            let missing = game["evidence_missing"] as? [[String: Any]] ?? []
+            #expect(missing.count == 2 && missing.allSatisfy { ($0["reason"] as? String)?.contains("the disk is full") == true }, "\(missing)")
+
+            // Room again: recording comes back, and the next game has its clip.
+            try FileManager.default.removeItem(atPath: filler)
+            try await eventually("both cameras recording again", timeout: .seconds(40)) { await bothRecording(site, headers: reader) }
+            let third = try await play(site, "cat", headers: reader)
+            #expect(((try await record(site, third, headers: reader))["evidence"] as? [[String: Any]])?.count == 2, "clips once there is room again")
+
+            // The dashboard, given the read token, plays that clip from memory.
+            try await WebDriver.with { page in
+                try await page.navigate("\(site.base)/dashboard")
+                try await page.passReadTokenPrompt(
+                    server: "gateway", setting: "http.read_token", token: Self.readToken,
+                    nothingShown: { try await page.findAll("section.machine").isEmpty },
+                    live: {
+                        try await page.waitFor("the dashboard live") { try await page.texts("#link") == ["Live"] }
+                    })
+                let button = "section.machine[data-machine=\"m1\"] .results li[data-game=\"\(third)\"] button.clip"
+                try await page.waitFor("the game's clip listed", timeout: .seconds(20)) { try await page.texts(button) == ["▶ 1", "▶ 2"] }
+                try await page.click(try await page.find(button))
+                try await page.waitFor("the clip playing from memory, fetched with the token", timeout: .seconds(20)) {
+                    let state = try await page.execute(
+                        "const v = document.querySelector('video.clip-player'); return v ? [v.readyState, v.videoWidth, v.src.slice(0, 5)] : null")
+                    guard case .array(let values) = state, values.count == 3, case .number(let ready) = values[0], case .number(let width) = values[1]
+                    else { return false }
+                    return ready >= 2 && width == 160 && values[2] == .string("blob:")
+                }
+            }
         }
 
         /// The pids of the ffmpegs writing into `ring`.

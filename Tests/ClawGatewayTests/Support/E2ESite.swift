@@ -18,13 +18,16 @@ final class E2ESite {
     private var simulatorArguments: [String] = []
     /// False when the fake API was handed in, shared with other sites: its owner stops it.
     private let ownsNetEase: Bool
+    /// A command the gateway is started through (its path and arguments follow), e.g. into a mount namespace.
+    private let launcher: [String]
 
     var base: String { "http://127.0.0.1:\(site.httpPort)" }
 
     init(
         game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
         keepalive: Int = 30, gateway: String = "", simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"],
-        machines: [String] = ["m1", "m2"], extra: String = "", netease: FakeNetEaseAPI? = nil, cameraBase: String = "rtmp://example"
+        machines: [String] = ["m1", "m2"], extra: String = "", netease: FakeNetEaseAPI? = nil, cameraBase: String = "rtmp://example",
+        launcher: (TestSite) -> [String] = { _ in [] }
     ) async throws {
         broker = try MosquittoBroker.start()
         ownsNetEase = netease == nil
@@ -34,7 +37,7 @@ final class E2ESite {
             self.netease = try await FakeNetEaseAPI()
         }
         let netease = self.netease
-        site = try TestSite(
+        let site = try TestSite(
             broker: broker, machines: machines, game: game,
             extra: """
                 \(netease.imSection(genericSecret: Self.webhookSecret))
@@ -42,6 +45,8 @@ final class E2ESite {
 
                 """, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive,
             gateway: gateway, cameraBase: cameraBase)
+        self.site = site
+        self.launcher = launcher(site)
         try startGateway()
         self.simulatorArguments = simulatorArguments
         if simulate {
@@ -77,7 +82,12 @@ final class E2ESite {
     }
 
     func startGateway() throws {
-        gateway = try GatewayBinary.start(["run", "--config", site.config.path], log: site.log)
+        guard let program = launcher.first else {
+            gateway = try GatewayBinary.start(["run", "--config", site.config.path], log: site.log)
+            return
+        }
+        gateway = try ChildProcess(
+            program, Array(launcher.dropFirst()) + [try GatewayBinary.url().path, "run", "--config", site.config.path], output: site.log)
     }
 
     func waitReady() async throws {
