@@ -10,8 +10,9 @@ extension HeavySuites {
     /// `claw-gateway run` recording both and `claw-gateway simulate` playing
     /// the PC. A game is played; its clips are served with Range requests,
     /// last as long as the game and its pads, and show their own camera; a
-    /// camera whose stream was cut has no clip of the next game, and says
-    /// why; a clip of another machine, camera or a path with `..` is a 404;
+    /// camera cut mid-game leaves a clip that stops there, and the game is
+    /// not held up; a camera whose stream is gone has no clip of the next
+    /// game, and says why; a clip of another machine, camera or a path with `..` is a 404;
     /// an operator holds a game's clips.
     @Suite(.serialized) struct EvidenceEndToEndTests {
         static let token = "evidence-admin-token"
@@ -59,7 +60,10 @@ extension HeavySuites {
         }
 
         /// Plays one game on m1 as `player`: join, accept, a move, grab; returns its session once it ended.
-        private func play(_ site: E2ESite, _ player: String, headers: [(String, String)] = []) async throws -> String {
+        /// `during` runs once the game is playing, before the player steers.
+        private func play(
+            _ site: E2ESite, _ player: String, headers: [(String, String)] = [], during: () async throws -> Void = {}
+        ) async throws -> String {
             try await site.generic(from: player, to: "m1", #"{"command":6}"#)
             let turn = try await HTTP.request(.GET, "\(site.base)/v1/machines/m1", headers: headers).json["player"] as? [String: Any]
             let session = try #require(turn?["session"] as? String, "m1 has no current turn")
@@ -67,6 +71,7 @@ extension HeavySuites {
             try await eventually("the game to start") {
                 ((try? await HTTP.request(.GET, "\(site.base)/v1/machines/m1", headers: headers))?.json["state"] as? String) == "playing"
             }
+            try await during()
             try await Task.sleep(for: .seconds(2))  // the player steers for a while: the clip's length
             try await site.generic(from: player, to: "m1", #"{"command":2,"serial":1}"#)
             return session
@@ -153,8 +158,23 @@ extension HeavySuites {
                 }
             }
 
-            // Camera 2's stream cut: the next game has no clip of it, and says why.
-            rtmp.stopCamera("m1-2")
+            // Camera 2's stream cut mid-game: the game plays on to its result and
+            // ends without waiting for the video; its clip of camera 2 stops
+            // where the stream did (or there is none, saying why).
+            let cut = try await play(site, "cy", during: { rtmp.stopCamera("m1-2") })
+            let cutGame = try await record(site, cut)
+            #expect(cutGame["outcome"] as? String == "won", "\(cutGame)")
+            let cutClips = cutGame["evidence"] as? [[String: Any]] ?? []
+            let full = (cutClips.first { $0["camera"] as? String == "1" }?["duration_s"] as? Double) ?? 0
+            #expect(full > 4, "camera 1 recorded the whole game: \(cutClips)")
+            if let partial = cutClips.first(where: { $0["camera"] as? String == "2" })?["duration_s"] as? Double {
+                #expect(partial < full - 1.5, "camera 2's clip ends where its stream did: \(partial) s of \(full) s")
+            } else {
+                let gap = (cutGame["evidence_missing"] as? [[String: Any]])?.first { $0["camera"] as? String == "2" }
+                #expect(gap?["reason"] is String, "camera 2 has neither a clip nor a reason: \(cutGame)")
+            }
+
+            // Camera 2's stream gone: the next game has no clip of it, and says why.
             try await eventually("camera 2's recording down", timeout: .seconds(40)) { await !recording(site, camera: "2") }
             let second = try await play(site, "bob")
             let next = try await record(site, second)
