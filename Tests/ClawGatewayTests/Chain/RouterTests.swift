@@ -322,6 +322,35 @@ extension DatabaseSuites {
             }
         }
 
+        /// A router answers `unknown_machine` only to a real player command,
+        /// within its sender's budget: players messaging each other (a custom
+        /// notification that is no command of §1) cost no call of the
+        /// NetEase API, and a flood of commands to nobody gets one refusal a
+        /// second, not one each.
+        @Test func messagesBetweenPlayersGetNoAnswerAndAFloodOneRefusalASecond() async throws {
+            try await Self.with { router, sites, netease in
+                try await Self.heartbeats(router, sites)
+                for attach in [#"{"text":"see you at m2"}"#, #"{"command":99,"serial":1}"#, "not json"] {
+                    let (answer, _) = try await router.copy(from: "gina", to: "hank", attach)
+                    #expect(answer.status == 200, "\(attach)")
+                }
+                // A real command after them: its refusal is all gina is sent.
+                _ = try await router.copy(from: "gina", to: "claw_nobody", #"{"command":6,"serial":5}"#)
+                let (_, message) = try await Self.refusal(to: "gina", in: netease)
+                #expect(message.serial == 5 && message.data == "unknown_machine")
+                #expect(netease.sent.items.filter { $0.to == "gina" }.count == 1, "\(netease.sent.items.filter { $0.to == "gina" })")
+
+                let started = ContinuousClock.now
+                for serial in 1...30 {
+                    _ = try await router.copy(from: "ivan", to: "claw_nobody", #"{"command":1,"data":"left","serial":\#(serial)}"#)
+                }
+                let seconds = Double((ContinuousClock.now - started).components.seconds) + 1
+                _ = try await Self.refusal(to: "ivan", in: netease)
+                let told = netease.sent.items.filter { $0.to == "ivan" }.count
+                #expect(told >= 1 && Double(told) <= seconds + 1, "\(told) refusals for 30 commands in under \(seconds) s")
+            }
+        }
+
         /// SPEC §9: a router that has just started is not ready before it
         /// knows every site's liveness, and never tells a player
         /// `gateway_unavailable` for a site it has simply not heard from yet.

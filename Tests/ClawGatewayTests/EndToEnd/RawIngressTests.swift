@@ -148,15 +148,20 @@ extension HeavySuites {
 
         /// SPEC §5: a client that does not read its answers is not read from
         /// either, and is closed once stuck past `http.read_timeout`.
-        @Test func aClientThatNeverReadsItsAnswersIsNotReadFromAndIsClosed() async throws {
+        /// On the raw path (54 bytes asking for a 4xx of about 260) and on
+        /// the full pipeline (a `GET`, which leaves the raw path for good),
+        /// again and again, never reading.
+        @Test(arguments: [
+            "POST /v1/notifications HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\n\r\n",
+            "GET /v1/machines HTTP/1.1\r\nHost: gw\r\n\r\n",
+        ])
+        func aClientThatNeverReadsItsAnswersIsNotReadFromAndIsClosed(_ request: String) async throws {
             try await E2ESite.with(simulate: false, http: "read_timeout: 2s") { site in
                 try await site.waitReady()
                 let gateway = try #require(site.gateway)
                 let before = try #require(gateway.residentBytes)
                 let socket = try RawSocket(port: site.site.httpPort)
-                // 54 bytes asking for a 4xx of about 260, again and again, never reading.
-                let request = Array("POST /v1/notifications HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\n\r\n".utf8)
-                let sent = socket.flood(request, for: .seconds(4))
+                let sent = socket.flood(Array(request.utf8), for: .seconds(4))
                 let after = try #require(gateway.residentBytes)
                 // What the kernel buffers on loopback is a few MB; the gateway holds at most 256 KiB of answers.
                 #expect(after - before < 32 << 20, "the gateway grew by \((after - before) >> 20) MiB while \(sent >> 10) KiB were sent")
