@@ -8,22 +8,58 @@ public struct ChainTopics: Sendable, Equatable {
         base = "\(prefix)/\(site)"
     }
 
+    /// Every site's topics at once, for subscribing: the site level is `+`.
+    public static func everySite(prefix: String) -> ChainTopics {
+        ChainTopics(prefix: prefix, site: "+")
+    }
+
+    /// What follows `<prefix>/<site>/` in each of the chain's own topics.
+    public enum Level: String, Sendable, CaseIterable {
+        case inbox
+        case inboxAck = "inbox/ack"
+        case directory = "gateway/directory"
+        case heartbeat = "gateway/heartbeat"
+        case records
+        case recordsAck = "records/ack"
+        case wallet
+        case walletAck = "wallet/ack"
+    }
+
+    public func topic(_ level: Level) -> String { "\(base)/\(level.rawValue)" }
+
     /// Copies from the routers, and their beats.
-    public var inbox: String { "\(base)/inbox" }
+    public var inbox: String { topic(.inbox) }
     /// The site's receipts for copies.
-    public var inboxAck: String { "\(base)/inbox/ack" }
+    public var inboxAck: String { topic(.inboxAck) }
     /// Retained: which machines (IM accounts) the site owns.
-    public var directory: String { "\(base)/gateway/directory" }
+    public var directory: String { topic(.directory) }
     /// Every second while the site is up.
-    public var heartbeat: String { "\(base)/gateway/heartbeat" }
+    public var heartbeat: String { topic(.heartbeat) }
     /// Finished games, for the recorder (SPEC §10).
-    public var records: String { "\(base)/records" }
+    public var records: String { topic(.records) }
     /// Retained by the recorder: how far it has written.
-    public var recordsAck: String { "\(base)/records/ack" }
+    public var recordsAck: String { topic(.recordsAck) }
     /// The site's debits and refunds, for the chain's ledger (SPEC §11).
-    public var wallet: String { "\(base)/wallet" }
+    public var wallet: String { topic(.wallet) }
     /// The recorder's answers to them.
-    public var walletAck: String { "\(base)/wallet/ack" }
+    public var walletAck: String { topic(.walletAck) }
+    /// A machine's topic as the site's broker bridges it out (`<m>/queue`, `<m>/state`, …).
+    public func machine(_ id: String, _ topic: MachineTopic) -> String { "\(base)/\(id)/\(topic.rawValue)" }
+
+    /// The site level and what follows it of a topic under `prefix`; nil
+    /// for a topic elsewhere, or whose site level is empty.
+    public static func split(_ topic: String, prefix: String) -> (site: String, rest: String)? {
+        guard topic.hasPrefix(prefix + "/") else { return nil }
+        let tail = topic.dropFirst(prefix.count + 1)
+        guard let slash = tail.firstIndex(of: "/"), slash != tail.startIndex else { return nil }
+        return (String(tail[..<slash]), String(tail[tail.index(after: slash)...]))
+    }
+
+    /// The site of `<prefix>/<site>/<level>`, or nil for any other topic.
+    public static func site(of topic: String, prefix: String, level: Level) -> String? {
+        guard let (site, rest) = split(topic, prefix: prefix), rest == level.rawValue else { return nil }
+        return site
+    }
 }
 
 /// `<prefix>/<site>/gateway/directory`: what the routers learn ownership from.

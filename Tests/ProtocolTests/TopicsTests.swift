@@ -28,3 +28,25 @@ struct TopicsTests {
         #expect(Topics().parse("claw/x/m1/ack") == nil)
     }
 }
+
+@Suite("The chain's topic names (SPEC §9–§11)")
+struct ChainTopicsTests {
+    @Test("a site's topics, and every site's for subscribing")
+    func names() {
+        let site = ChainTopics(prefix: "claw", site: "arcade-1")
+        #expect(site.inboxAck == "claw/arcade-1/inbox/ack" && site.records == "claw/arcade-1/records" && site.walletAck == "claw/arcade-1/wallet/ack")
+        let every = ChainTopics.everySite(prefix: "chain/claw")
+        #expect(every.directory == "chain/claw/+/gateway/directory" && every.machine("+", .queue) == "chain/claw/+/+/queue")
+    }
+
+    @Test("a topic read back to its site, and anything else refused")
+    func parse() {
+        #expect(ChainTopics.site(of: "claw/arcade-1/records", prefix: "claw", level: .records) == "arcade-1")
+        #expect(ChainTopics.site(of: "claw/arcade-1/wallet", prefix: "claw", level: .wallet) == "arcade-1")
+        #expect(ChainTopics.site(of: "chain/claw/a/gateway/heartbeat", prefix: "chain/claw", level: .heartbeat) == "a")
+        for topic in ["claw/arcade-1/wallet/ack", "claw//records", "claw/a/b/records", "other/a/records", "claw/records", "clawx/a/records"] {
+            #expect(ChainTopics.site(of: topic, prefix: "claw", level: .records) == nil && ChainTopics.site(of: topic, prefix: "claw", level: .wallet) == nil, "\(topic)")
+        }
+        #expect(ChainTopics.split("claw/a/m1/queue", prefix: "claw").map { [$0.site, $0.rest] } == ["a", "m1/queue"])
+    }
+}

@@ -256,10 +256,9 @@ final class ChatroomMirror: Service, MachineObserver, Sendable {
             mirrored.needsRepair = true
             warnings.warning(
                 "failed.\(call)", "Chatroom queue not updated; it is read back and repaired when NetEase answers",
-                [
-                    "machine.id": .string(room.machineID), "chatroom.id": .stringConvertible(room.chatroom),
-                    "netease.call": .string(call), "error": .string(String(describing: error)),
-                ], on: logger)
+                ErrorShape(error, otherwise: "netease_api", "the NetEase API call failed").metadata([
+                    "machine.id": .string(room.machineID), "chatroom.id": .stringConvertible(room.chatroom), "netease.call": .string(call),
+                ]), on: logger)
             return false
         }
     }

@@ -223,11 +223,11 @@ final class Tourists: Service, Sendable {
     }
 
     private func warn(_ kind: String, _ message: Logger.Message, _ tourist: TouristAccount, _ error: String) {
-        warnings.warning(kind, message, ["player.accid": .string(tourist.accid), "error": .string(error)], on: logger)
+        warnings.warning(kind, message, ["player.accid": .string(tourist.accid), "error.message": .string(error)], on: logger)
     }
 
     private func fail(_ message: Logger.Message, error: String) {
         AppServerMetrics.touristsFailed.increment()
-        warnings.warning("\(message)", message, ["error": .string(error)], on: logger)
+        warnings.warning("\(message)", message, ["error.message": .string(error)], on: logger)
     }
 }

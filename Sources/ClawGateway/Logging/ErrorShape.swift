@@ -27,6 +27,17 @@ struct ErrorShape: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+extension ErrorShape {
+    /// The shape of `error` when it has one; else `code` and `message`, with the error itself as the cause.
+    init(_ error: any Error, otherwise code: String, _ message: String) {
+        if let shaped = error as? any ShapedError {
+            self = shaped.shape
+        } else {
+            self.init(code: code, message: message, cause: String(describing: error))
+        }
+    }
+}
+
 /// An error that operators or callers see: it shows itself as an ``ErrorShape``.
 protocol ShapedError: Error, CustomStringConvertible {
     var shape: ErrorShape { get }

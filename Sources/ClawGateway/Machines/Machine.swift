@@ -632,7 +632,7 @@ final class Machine: Sendable {
         metrics.badMessages.increment()
         var metadata: Logger.Metadata = ["mqtt.topic": .string(topic)]
         if let payload { metadata["mqtt.payload"] = .string(LogText.payload(payload)) }
-        if let error { metadata["error"] = .string(error) }
+        if let error { metadata["error.message"] = .string(error) }
         warnings.warning("\(text)", text, metadata, on: logger)
     }
 }

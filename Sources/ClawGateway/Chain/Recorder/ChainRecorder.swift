@@ -104,7 +104,9 @@ final class ChainRecorder: Sendable {
         // Clean session false: the cluster keeps what was published for the
         // recorder while it was away. A record is well under 1 KB.
         self.bus = try BusLink(
-            role: .recorder, bus: bus, subscriptions: ["\(bus.topicPrefix)/+/records", "\(bus.topicPrefix)/+/wallet"], cleanSession: false,
+            role: .recorder, bus: bus,
+            subscriptions: [ChainTopics.everySite(prefix: bus.topicPrefix).records, ChainTopics.everySite(prefix: bus.topicPrefix).wallet],
+            cleanSession: false,
             maxInboundPayload: 64 << 10, logger: logger)
     }
 
@@ -162,7 +164,7 @@ final class ChainRecorder: Sendable {
     /// debit's site has stopped waiting after `chain.wallet_timeout`, and a
     /// refund comes again from the site's outbox.
     private func settle(_ message: MQTTMessage) async {
-        guard let site = site(of: message.topic, level: "wallet") else { return }
+        guard let site = site(of: message.topic, level: .wallet) else { return }
         guard let ask = ChainWalletAsk.decode(message.payload), ask.credits > 0, ask.credits <= Self.maxWalletCredits,
             !ask.session.isEmpty, !ask.provider.isEmpty, !ask.account.isEmpty,
             [ask.session, ask.provider, ask.account].allSatisfy({ $0.utf8.count <= RecorderStore.maxWalletField })
@@ -178,9 +180,9 @@ final class ChainRecorder: Sendable {
             answer = try await store.settle(ask, site: site)
         } catch {
             countWallet("unanswered")
-            warn("wallet_database", "A debit or refund not answered: the database cannot be reached", [
-                "chain.site": .string(site), "game.session": .string(ask.session), "db.error": .string(RecorderStore.describe(error)),
-            ])
+            warn(
+                "wallet_database", "A debit or refund not answered: the database cannot be reached",
+                RecorderStore.shape(error, "settle a wallet ask").metadata(["chain.site": .string(site), "game.session": .string(ask.session)]))
             return
         }
         countWallet("\(ask.kind.rawValue)_\(answer.result.rawValue)")
@@ -283,9 +285,9 @@ final class ChainRecorder: Sendable {
             } catch {
                 if Task.isCancelled { return }
                 state.withLock { $0.failures += 1 }
-                warn("database", "A record not written: the database cannot be reached; retrying, nothing acknowledged", [
-                    "chain.site": .string(site), "chain.seq": "\(seq)", "db.error": .string(RecorderStore.describe(error)),
-                ])
+                warn(
+                    "database", "A record not written: the database cannot be reached; retrying, nothing acknowledged",
+                    RecorderStore.shape(error, "write a game record").metadata(["chain.site": .string(site), "chain.seq": "\(seq)"]))
                 do { try await clock.sleep(clock.now() + delay) } catch { return }
                 delay = min(delay * 2, Self.backoff.upperBound)
             }
@@ -307,11 +309,8 @@ final class ChainRecorder: Sendable {
     }
 
     /// The site level of `<prefix>/<site>/<level>`, or nil for any other topic.
-    func site(of topic: String, level: String = "records") -> String? {
-        let head = prefix + "/", tail = "/" + level
-        guard topic.hasPrefix(head), topic.hasSuffix(tail), topic.count > head.count + tail.count else { return nil }
-        let site = topic.dropFirst(head.count).dropLast(tail.count)
-        return site.contains("/") ? nil : String(site)
+    func site(of topic: String, level: ChainTopics.Level = .records) -> String? {
+        ChainTopics.site(of: topic, prefix: prefix, level: level)
     }
 
     private func count(_ result: Result) {
@@ -325,7 +324,7 @@ final class ChainRecorder: Sendable {
     // MARK: On the client's thread
 
     private func received(_ message: MQTTMessage) {
-        if message.topic.hasSuffix("/wallet") {
+        if site(of: message.topic, level: .wallet) != nil {
             let held = state.withLock { state -> Bool in
                 guard state.walletBacklog < Self.backlogLimit else { return false }
                 state.walletBacklog += 1

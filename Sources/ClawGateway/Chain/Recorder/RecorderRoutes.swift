@@ -99,7 +99,7 @@ struct RecorderRoutes: Sendable {
         do {
             return try await body()
         } catch {
-            logger.warning("A read of the chain's history failed", metadata: ["db.error": .string(RecorderStore.describe(error))])
+            logger.warning("A read of the chain's history failed", metadata: RecorderStore.shape(error, "read the chain's history").metadata())
             throw Refusal.unavailable("The chain's database cannot be read right now; try again in a minute.")
         }
     }

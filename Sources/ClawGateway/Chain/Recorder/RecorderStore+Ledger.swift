@@ -190,7 +190,8 @@ struct ChainWallets: WalletKeeper {
             }
         } catch {
             logger.warning(
-                "Wallet change not written: the database is unreachable", metadata: ["error.message": "\(error)", "ledger.kind": "\(entry.kind.rawValue)"])
+                "Wallet change not written: the database is unreachable",
+                metadata: RecorderStore.shape(error, "write a wallet change").metadata(["ledger.kind": "\(entry.kind.rawValue)"]))
             return .unavailable
         }
     }

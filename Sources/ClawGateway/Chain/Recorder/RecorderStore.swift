@@ -424,11 +424,17 @@ final class RecorderStore: Sendable {
         } else {
             logger.error(
                 "Database unreachable: nothing is acknowledged until it is back; retrying",
-                metadata: ["db.url": "\(url)", "db.error": .string(error.map(Self.describe) ?? "")])
+                metadata: Self.shape(error, "reach the database").metadata(["db.url": "\(url)"]))
         }
     }
 
     /// A short reason, without postgres-nio's query dump.
+    /// A database failure in the one error shape operators read (code
+    /// `database`, what failed, PostgreSQL's own words as the cause).
+    static func shape(_ error: (any Error)?, _ what: String) -> ErrorShape {
+        ErrorShape(code: "database", message: "could not \(what)", cause: error.map(describe))
+    }
+
     static func describe(_ error: any Error) -> String {
         var error = error
         if let transaction = error as? PostgresTransactionError,

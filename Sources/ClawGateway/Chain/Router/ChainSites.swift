@@ -105,26 +105,25 @@ final class ChainSites: Sendable {
 
     /// The topic filters that bring in everything above, and the receipts.
     var subscriptions: [String] {
-        [
-            "\(prefix)/+/gateway/directory", "\(prefix)/+/gateway/heartbeat", "\(prefix)/+/inbox/ack", "\(prefix)/+/+/state",
-            "\(prefix)/+/+/queue",
-        ]
+        let every = ChainTopics.everySite(prefix: prefix)
+        return [every.directory, every.heartbeat, every.inboxAck, every.machine("+", .state), every.machine("+", .queue)]
     }
 
     /// Reads a topic under the prefix; nil for anything else (the sites'
     /// own `gateway/state`, which the `+/+/state` filter also brings in).
     func parse(_ topic: String) -> Topic? {
-        guard topic.hasPrefix(prefix + "/") else { return nil }
-        let parts = topic.dropFirst(prefix.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
-        let (site, middle, last) = (parts[0], parts[1], parts[2])
-        switch (middle, last) {
-        case ("gateway", "directory"): return .directory(site: site)
-        case ("gateway", "heartbeat"): return .heartbeat(site: site)
-        case ("inbox", "ack"): return .receipt(site: site)
-        case (Topics.reservedMachineID, _): return nil
-        case (_, MachineTopic.state.rawValue): return .presence(site: site, machine: middle)
-        case (_, MachineTopic.queue.rawValue): return .snapshot(site: site, machine: middle)
+        guard let (site, rest) = ChainTopics.split(topic, prefix: prefix) else { return nil }
+        switch ChainTopics.Level(rawValue: rest) {
+        case .directory: return .directory(site: site)
+        case .heartbeat: return .heartbeat(site: site)
+        case .inboxAck: return .receipt(site: site)
+        default: break
+        }
+        let parts = rest.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 2, !parts[0].isEmpty, parts[0] != Topics.reservedMachineID else { return nil }
+        switch MachineTopic(rawValue: parts[1]) {
+        case .state: return .presence(site: site, machine: parts[0])
+        case .queue: return .snapshot(site: site, machine: parts[0])
         default: return nil
         }
     }
