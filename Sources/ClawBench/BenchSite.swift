@@ -10,21 +10,18 @@ import Synchronization
 /// stopped by PID at the end, and the work folder removed.
 final class BenchSite: Sendable {
     let gateway: String
-    let directory: URL
+    let bench: Workbench
     let brokerPort: Int
     let httpPort: Int
     static let secret = "bench-webhook-secret"
-    private let processes = Mutex<[(name: String, pid: pid_t)]>([])
     private let gateway_ = Mutex<pid_t?>(nil)
 
     var gatewayPID: pid_t? { gateway_.withLock { $0 } }
+    var directory: URL { bench.directory }
 
     init(gateway: String) throws {
         self.gateway = gateway
-        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("claw-bench-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        // The broker may drop to its own user: it must be able to read its config.
-        chmod(directory.path, 0o755)
+        bench = try Workbench(prefix: "claw-bench")
         brokerPort = try Loopback.freePort()
         httpPort = try Loopback.freePort()
     }
@@ -34,22 +31,7 @@ final class BenchSite: Sendable {
 
     /// mosquitto with no persistence, logging to a file of ours.
     func startBroker() throws {
-        let config = directory.appendingPathComponent("mosquitto.conf")
-        try """
-            listener \(brokerPort) 127.0.0.1
-            allow_anonymous true
-            persistence false
-            set_tcp_nodelay true
-            log_dest stderr
-
-            """.write(to: config, atomically: true, encoding: .utf8)
-        chmod(config.path, 0o644)
-        let paths = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto", "/usr/local/sbin/mosquitto"]
-        guard let mosquitto = paths.first(where: FileManager.default.isExecutableFile(atPath:)) else {
-            throw BenchError("mosquitto is not installed: apt-get install -y mosquitto")
-        }
-        try spawn("mosquitto", mosquitto, ["-c", config.path])
-        try waitForPort(brokerPort)
+        try bench.startBroker(port: brokerPort)
     }
 
     /// A gateway.yaml with `machines` machines `m0001`…, the generic
@@ -82,35 +64,14 @@ final class BenchSite: Sendable {
 
     @discardableResult
     private func spawn(_ name: String, _ path: String, _ arguments: [String]) throws -> pid_t {
-        let log = directory.appendingPathComponent("\(name).log").path
-        let pid = try Spawn.start([path] + arguments, Spawn.Files(output: log))
-        processes.withLock { $0.append((name, pid)) }
-        return pid
+        try bench.spawn(name, [path] + arguments)
     }
 
     /// The last lines a process of the site logged, to say why a run failed.
-    func logTail(_ name: String, lines: Int = 20) -> String {
-        let text = (try? String(contentsOf: directory.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
-    }
+    func logTail(_ name: String, lines: Int = 20) -> String { bench.logTail(name, lines: lines) }
 
     /// SIGTERM to each, newest first; SIGKILL after 10 s.
-    func stop() {
-        let started = processes.withLock { processes in
-            defer { processes.removeAll() }
-            return processes
-        }
-        for (_, pid) in started.reversed() {
-            kill(pid, SIGTERM)
-            var status: Int32 = 0
-            for _ in 0..<1000 where waitpid(pid, &status, WNOHANG) == 0 { usleep(10_000) }
-            if waitpid(pid, &status, WNOHANG) == 0 {
-                kill(pid, SIGKILL)
-                waitpid(pid, &status, 0)
-            }
-        }
-        try? FileManager.default.removeItem(at: directory)
-    }
+    func stop() { bench.stop() }
 
     /// Resident set size of a process from /proc, in bytes: `VmRSS` or the peak `VmHWM`.
     static func memory(pid: pid_t, peak: Bool) -> Int? {
@@ -204,14 +165,6 @@ final class BenchSite: Sendable {
             try await Task.sleep(for: .milliseconds(100))
         }
         throw BenchError("the simulated machines did not come online; the simulator's log:\n" + logTail("simulate"))
-    }
-
-    private func waitForPort(_ port: Int) throws {
-        for _ in 0..<1000 {
-            if Loopback.listens(port) { return }
-            usleep(10_000)
-        }
-        throw BenchError("nothing listens on port \(port); the broker's log:\n" + logTail("mosquitto"))
     }
 }
 

@@ -173,20 +173,19 @@ final class RecordsRig: Sendable {
     static let database = "claw_chain"
 
     let gateway: String
-    let directory: URL
+    let bench: Workbench
     let brokerPort: Int
     let postgresPort: Int
     let recorderPort: Int
     let sitePort: Int
     /// The packaged postgres account, when we run as root (initdb refuses root).
     private let runAs: (uid: uid_t, gid: gid_t)?
-    private let processes = Mutex<[(name: String, pid: pid_t)]>([])
+
+    var directory: URL { bench.directory }
 
     init(gateway: String) throws {
         self.gateway = gateway
-        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("claw-bench-records-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        chmod(directory.path, 0o755)
+        bench = try Workbench(prefix: "claw-bench-records")
         brokerPort = try Loopback.freePort()
         postgresPort = try Loopback.freePort()
         recorderPort = try Loopback.freePort()
@@ -268,29 +267,10 @@ final class RecordsRig: Sendable {
     // MARK: Broker, recorder, site
 
     func startBroker() throws {
-        let config = directory.appendingPathComponent("mosquitto.conf")
-        try """
-            listener \(brokerPort) 127.0.0.1
-            allow_anonymous true
-            persistence false
-            set_tcp_nodelay true
-            max_queued_messages 0
-            log_dest stderr
-
-            """.write(to: config, atomically: true, encoding: .utf8)
-        chmod(config.path, 0o644)
-        guard let mosquitto = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
-            throw BenchError("mosquitto is not installed: apt-get install -y mosquitto mosquitto-clients")
-        }
         for tool in ["/usr/bin/mosquitto_pub", "/usr/bin/mosquitto_sub", "/usr/bin/sqlite3"] where !FileManager.default.isExecutableFile(atPath: tool) {
             throw BenchError("\(tool) is missing: apt-get install -y mosquitto-clients sqlite3")
         }
-        try spawn("mosquitto", mosquitto, ["-c", config.path])
-        for _ in 0..<1000 {
-            if Loopback.listens(brokerPort) { return }
-            usleep(10_000)
-        }
-        throw BenchError("mosquitto does not listen on \(brokerPort); its log:\n" + logTail("mosquitto"))
+        try bench.startBroker(port: brokerPort, extra: "max_queued_messages 0")
     }
 
     func startRecorder() throws {
@@ -326,11 +306,7 @@ final class RecordsRig: Sendable {
 
     /// SIGTERM to the site gateway, and its end awaited: its file is closed.
     func stopSite() {
-        let sites = processes.withLock { processes in
-            defer { processes.removeAll { $0.name == "gateway" } }
-            return processes.filter { $0.name == "gateway" }
-        }
-        for site in sites { Self.terminate(site.pid) }
+        bench.stop("gateway")
     }
 
     /// `count` ended games, numbered 1…count for shipping and never shipped,
@@ -415,8 +391,7 @@ final class RecordsRig: Sendable {
 
     /// The CPU the recorder, PostgreSQL (the server and its backends), mosquitto and the site use from now.
     func cpu() -> CPUSample {
-        let started = processes.withLock { $0 }
-        func pids(_ name: String) -> [pid_t] { started.filter { $0.name == name }.map(\.pid) }
+        let pids = bench.pids
         let postgres = pids("postgres")
         return CPUSample([
             ("recorder", pids("recorder")), ("PostgreSQL", postgres + postgres.flatMap { Self.children(of: $0) }), ("mosquitto", pids("mosquitto")),
@@ -457,9 +432,7 @@ final class RecordsRig: Sendable {
             command = ["/usr/bin/setpriv", "--reuid=\(runAs.uid)", "--regid=\(runAs.gid)", "--clear-groups", "--"] + command
         }
         let errors = output == nil ? nil : directory.appendingPathComponent("\(name).err").path
-        let pid = try Spawn.start(command, Spawn.Files(output: log, errors: errors, input: stdin ?? "/dev/null"), environment: environment)
-        processes.withLock { $0.append((name, pid)) }
-        return pid
+        return try bench.spawn(name, command, files: Spawn.Files(output: log, errors: errors, input: stdin ?? "/dev/null"), environment: environment)
     }
 
     /// Runs a tool to its end and returns its exit status.
@@ -468,7 +441,7 @@ final class RecordsRig: Sendable {
     ) throws -> Int32 {
         if let output { unlink(output) }
         let pid = try spawn(name, path, arguments, asPostgres: asPostgres, output: output, environment: environment)
-        processes.withLock { $0.removeAll { $0.pid == pid } }
+        bench.forget(pid)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1, errno == EINTR {}
         return status
@@ -478,14 +451,11 @@ final class RecordsRig: Sendable {
     func exited(_ pid: pid_t) -> Bool {
         var status: Int32 = 0
         guard waitpid(pid, &status, WNOHANG) == pid else { return false }
-        processes.withLock { $0.removeAll { $0.pid == pid } }
+        bench.forget(pid)
         return true
     }
 
-    func logTail(_ name: String, lines: Int = 20) -> String {
-        let text = (try? String(contentsOf: directory.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
-    }
+    func logTail(_ name: String, lines: Int = 20) -> String { bench.logTail(name, lines: lines) }
 
     func waitReady(_ http: HTTPClient, url: String, what: String, log: String) async throws {
         let deadline = ContinuousClock.now + .seconds(60)
@@ -499,22 +469,7 @@ final class RecordsRig: Sendable {
     /// Every child, newest first: SIGTERM (SIGINT to PostgreSQL: a fast
     /// shutdown), SIGKILL after 10 s; then the work folder is removed.
     func stop() {
-        let started = processes.withLock { processes in
-            defer { processes.removeAll() }
-            return processes
-        }
-        for (name, pid) in started.reversed() { Self.terminate(pid, signal: name == "postgres" ? SIGINT : SIGTERM) }
-        try? FileManager.default.removeItem(at: directory)
-    }
-
-    private static func terminate(_ pid: pid_t, signal: Int32 = SIGTERM) {
-        kill(pid, signal)
-        var status: Int32 = 0
-        for _ in 0..<1000 where waitpid(pid, &status, WNOHANG) == 0 { usleep(10_000) }
-        if waitpid(pid, &status, WNOHANG) == 0 {
-            kill(pid, SIGKILL)
-            waitpid(pid, &status, 0)
-        }
+        bench.stop { $0 == "postgres" ? SIGINT : SIGTERM }
     }
 
     /// The processes whose parent is `pid` (PostgreSQL's backends).
