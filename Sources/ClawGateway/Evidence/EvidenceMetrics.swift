@@ -1,5 +1,6 @@
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 
 /// The evidence on `/metrics` (SPEC §14), brought up to date from the
 /// keeper at scrape time: each camera's recording, the clips, the disk.
@@ -32,9 +33,28 @@ enum EvidenceMetrics {
             "evidence_disk_free", "bytes",
             "Room left on the evidence folder's filesystem; below 1 MiB recording and cutting stop (the games play on, without clips)."))
 
+    /// Each camera's two series, made once with the keeper's recorders.
+    private static let cameras = Mutex<[(recorder: CameraRecorder, up: Gauge, restarts: Gauge)]>([])
+
     /// Makes the series, so that the first scrape shows them.
     static func prepare(_ keeper: EvidenceKeeper) {
         _ = (clips, disk, pending, free)
+        var series: [(recorder: CameraRecorder, up: Gauge, restarts: Gauge)] = []
+        for (machine, recorders) in keeper.recorders {
+            for (camera, recorder) in recorders {
+                let labels = [("machine", machine), ("camera", camera)]
+                series.append((
+                    recorder,
+                    registry.makeGauge(
+                        descriptor: family("evidence_recording_up", "", "1 while the camera's stream is being recorded into the ring."),
+                        labels: labels),
+                    registry.makeGauge(
+                        descriptor: family("evidence_recording_restarts", "", "Times the camera's ffmpeg was started again (it exited, or stalled)."),
+                        labels: labels)
+                ))
+            }
+        }
+        cameras.withLock { $0 = series }
         export(keeper)
     }
 
@@ -47,19 +67,10 @@ enum EvidenceMetrics {
         disk.set(to: Double(counts.diskBytes))
         pending.set(to: Double(counts.pending))
         if let room = DiskSpace.available(at: keeper.dir.path) { free.set(to: Double(room)) }
-        for (machine, cameras) in keeper.recorders {
-            for (camera, recorder) in cameras {
-                let status = recorder.status
-                let labels = [("machine", machine), ("camera", camera)]
-                registry.makeGauge(
-                    descriptor: family("evidence_recording_up", "", "1 while the camera's stream is being recorded into the ring."),
-                    labels: labels
-                ).set(to: status.up ? 1 : 0)
-                registry.makeGauge(
-                    descriptor: family("evidence_recording_restarts", "", "Times the camera's ffmpeg was started again (it exited, or stalled)."),
-                    labels: labels
-                ).set(to: Double(status.restarts))
-            }
+        for camera in cameras.withLock({ $0 }) {
+            let status = camera.recorder.status
+            camera.up.set(to: status.up ? 1 : 0)
+            camera.restarts.set(to: Double(status.restarts))
         }
     }
 }

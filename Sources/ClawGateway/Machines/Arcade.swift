@@ -127,16 +127,12 @@ final class Arcade: Sendable {
             game.outcome = game.startedAt == nil ? .expired : .noResult
             // A started game it paid for is paid back (SPEC §11), with its end;
             // in a chain also a turn whose debit was asked.
+            let inChain = environment.chainLedger != nil
             let refund: StoreChange? = game.paid.flatMap { paid in
-                if environment.chainLedger != nil {
-                    return .chainWallet(
-                        ChainWalletAsk(kind: .refund, session: game.id, provider: game.provider, account: game.player, credits: paid, machine: game.machine))
-                }
-                guard game.startedAt != nil else { return nil }
-                return .ledger(
-                    LedgerEntry(
-                        wallet: PlayerAddress(accid: game.player, provider: game.provider), kind: .refund, credits: paid, key: game.id,
-                        reason: nil, digest: nil, at: now))
+                guard inChain || game.startedAt != nil else { return nil }
+                return .refund(
+                    paid, to: PlayerAddress(accid: game.player, provider: game.provider), session: game.id, machine: game.machine,
+                    inChain: inChain, at: now)
             }
             return [StoreChange.game(game)] + (refund.map { [$0] } ?? [])
         }

@@ -1,3 +1,4 @@
+import Foundation
 import Protocol
 
 /// Paying for games (SPEC §11): a join needs the price, an accept pays it
@@ -133,9 +134,7 @@ extension MachineState {
         _ kind: LedgerEntry.Kind, _ credits: Int64, of player: PlayerAddress, session: String, _ fx: inout Effects
     ) {
         if fx.context.chainLedger != nil {
-            fx.writes.append(
-                .chainWallet(
-                    ChainWalletAsk(kind: .refund, session: session, provider: player.provider, account: player.accid, credits: credits, machine: id)))
+            fx.writes.append(.refund(credits, to: player, session: session, machine: id, inChain: true, at: fx.now.wall))
             tellWallet(kind, credits, balance: nil, of: player, session: session, &fx)
             return
         }
@@ -163,5 +162,18 @@ extension MachineState {
             $0.change = credits
             $0.balance = balance
         }
+    }
+}
+
+extension StoreChange {
+    /// A game's refund as it is written with the game's end: an entry of
+    /// the site's ledger, or in a chain an ask in the site's outbox, sent to
+    /// the chain's ledger until it answers (SPEC §11).
+    static func refund(_ credits: Int64, to player: PlayerAddress, session: String, machine: String, inChain: Bool, at: Date) -> StoreChange {
+        guard inChain else {
+            return .ledger(LedgerEntry(wallet: player, kind: .refund, credits: credits, key: session, reason: nil, digest: nil, at: at))
+        }
+        return .chainWallet(
+            ChainWalletAsk(kind: .refund, session: session, provider: player.provider, account: player.accid, credits: credits, machine: machine))
     }
 }
