@@ -49,29 +49,12 @@ struct EvidenceRoutes<Context: RequestContext>: Sendable {
 
     /// `{"hold":true,"reason":"…"}` (a reason is required to hold) or `{"hold":false}`.
     static func holdBody(_ body: [UInt8]) throws(Refusal) -> (Bool, String?) {
-        func refused(_ message: String) -> Refusal { Refusal(.unprocessableContent, code: "invalid_body", message) }
-        let fields: [JSONField]
-        do throws(JSONReadError) {
-            fields = try JSONObjectReader.fields(in: body)
-        } catch {
-            throw refused(#"Send a JSON object: {"hold":true,"reason":"…"} or {"hold":false}."#)
+        let body = try SwitchBody.read(body, flag: "hold")
+        guard body.on else { return (false, nil) }
+        guard let reason = body.reason, (1...500).contains(reason.count) else {
+            throw SwitchBody.refused("reason: 1 to 500 characters, to hold a clip.")
         }
-        var hold: Bool?
-        var reason: String?
-        for field in fields {
-            switch (field.key, field.value) {
-            case ("hold", .bool(let value)): hold = value
-            case ("reason", .string(let value)): reason = value.trimmingCharacters(in: .whitespacesAndNewlines)
-            case ("reason", .null): break
-            default: throw refused("\(field.key): only hold (true or false) and reason (a string).")
-            }
-        }
-        guard let hold else { throw refused("hold: required, true or false.") }
-        if hold {
-            guard let reason, (1...500).contains(reason.count) else { throw refused("reason: 1 to 500 characters, to hold a clip.") }
-            return (true, reason)
-        }
-        return (false, nil)
+        return (true, reason)
     }
 
     /// Reads clips off the event loops, on NIO's thread pool.

@@ -93,37 +93,11 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
     /// `{"on":true|false,"reason":"…"}`: `on` required, `reason` optional
     /// (only with `on`), at most ``MachineState/maxMaintenanceReason`` characters.
     static func maintenanceBody(_ body: [UInt8]) throws -> (on: Bool, reason: String?) {
-        func refused(_ message: String) -> Refusal {
-            Refusal(.unprocessableContent, code: "invalid_body", message)
-        }
-        let fields: [JSONField]
-        do throws(JSONReadError) {
-            fields = try JSONObjectReader.fields(in: body)
-        } catch {
-            throw refused(#"Send a JSON object: {"on":true,"reason":"…"} or {"on":false}."#)
-        }
-        var on: Bool?
-        var text: String?
-        var unknown: [String] = []
-        for field in fields {
-            switch (field.key, field.value) {
-            case ("on", .bool(let value)): on = value
-            case ("on", _): throw refused("on: required, true or false.")
-            case ("reason", .string(let value)): text = value
-            case ("reason", .null): break
-            case ("reason", _): throw refused("reason: a string.")
-            default: unknown.append(field.key)
-            }
-        }
-        guard let on else { throw refused("on: required, true or false.") }
-        guard unknown.isEmpty else {
-            throw refused("Unknown field \(unknown.sorted().joined(separator: ", ")): only on and reason.")
-        }
-        guard let text else { return (on, nil) }
-        guard on else { throw refused("reason: only when taking the machine out (on: true).") }
-        let reason = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let body = try SwitchBody.read(body, flag: "on")
+        guard let reason = body.reason else { return (body.on, nil) }
+        guard body.on else { throw SwitchBody.refused("reason: only when taking the machine out (on: true).") }
         guard (1...MachineState.maxMaintenanceReason).contains(reason.count) else {
-            throw refused("reason: 1 to \(MachineState.maxMaintenanceReason) characters, not only spaces.")
+            throw SwitchBody.refused("reason: 1 to \(MachineState.maxMaintenanceReason) characters, not only spaces.")
         }
         return (true, reason)
     }
