@@ -182,11 +182,16 @@ final class CameraRecorder: Sendable {
         }
     }
 
+    /// How long ago the newest segment holding something was written: read
+    /// from the newest back, one look at each, not the whole ring every second.
     private func newestSegmentAge() -> Double? {
-        guard let newest = recordedSegments().last,
-            let modified = (try? FileManager.default.attributesOfItem(atPath: newest.url.path))?[.modificationDate] as? Date
-        else { return nil }
-        return clock.wallNow().timeIntervalSince(modified)
+        for segment in segments().reversed() {
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: segment.url.path),
+                ((attributes[.size] as? NSNumber)?.int64Value ?? 0) > 0
+            else { continue }
+            return (attributes[.modificationDate] as? Date).map { clock.wallNow().timeIntervalSince($0) }
+        }
+        return nil
     }
 
     /// Deletes the segments older than `evidence.buffer`.

@@ -88,6 +88,11 @@ extension GameStore {
         }
     }
 
+    /// Of a game of a machine whose clips are kept: it waits for them (it
+    /// started, and none is written). ``numberUnshippedGames`` leaves such a
+    /// game to the keeper, ``awaitingClips(machines:endedSince:)`` finds it.
+    static let awaitsClips = "started_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM evidence WHERE evidence.game = games.id)"
+
     /// The started games of `machines` that ended with no clips written:
     /// those that ended since `endedSince` (their segments may still be in
     /// the ring) and, in a chain, every one not yet numbered for shipping.
@@ -98,7 +103,7 @@ extension GameStore {
             return try await pool.read { db in
                 var found: [(game: String, machine: String, recent: Bool)] = []
                 let since = Timestamp.string(endedSince)
-                let unclipped = "started_at IS NOT NULL AND ended_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM evidence WHERE evidence.game = games.id)"
+                let unclipped = "ended_at IS NOT NULL AND \(Self.awaitsClips)"
                 for machine in machines.sorted() {
                     // A game ends within an hour of its offer (the timers), found on (machine, offered_at).
                     let earliest = Timestamp.string(endedSince.addingTimeInterval(-3600))

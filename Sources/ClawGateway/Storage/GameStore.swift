@@ -568,8 +568,7 @@ final class GameStore: Sendable {
             db,
             sql: """
                 SELECT id FROM games WHERE ended_at IS NOT NULL AND ship_seq IS NULL
-                  AND NOT (started_at IS NOT NULL AND machine IN (\(databaseQuestionMarks(count: machines.count)))
-                           AND NOT EXISTS (SELECT 1 FROM evidence WHERE evidence.game = games.id))
+                  AND NOT (machine IN (\(databaseQuestionMarks(count: machines.count))) AND \(awaitsClips))
                 ORDER BY ended_at, rowid
                 """,
             arguments: StatementArguments(machines))

@@ -103,10 +103,9 @@ final class ChainRecorder: Sendable {
         (walletAsks, walletContinuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
         // Clean session false: the cluster keeps what was published for the
         // recorder while it was away. A record is well under 1 KB.
+        let everySite = ChainTopics.everySite(prefix: bus.topicPrefix)
         self.bus = try BusLink(
-            role: .recorder, bus: bus,
-            subscriptions: [ChainTopics.everySite(prefix: bus.topicPrefix).records, ChainTopics.everySite(prefix: bus.topicPrefix).wallet],
-            cleanSession: false,
+            role: .recorder, bus: bus, subscriptions: [everySite.records, everySite.wallet], cleanSession: false,
             maxInboundPayload: 64 << 10, logger: logger)
     }
 
