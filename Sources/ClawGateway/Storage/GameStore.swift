@@ -7,9 +7,11 @@ import Synchronization
 /// queues, the game records, and each machine's snapshot sequence and pause
 /// flag.
 ///
-/// WAL with `synchronous = NORMAL`: a committed transaction survives the
-/// process being killed (it is in the WAL, in the OS's page cache); only a
-/// power cut can lose the last moments before a checkpoint.
+/// WAL with `synchronous = FULL`: a transaction is on the disk (the WAL
+/// `fsync`ed) when its commit returns, so what was answered or acted on
+/// after it (a top-up's 200, a debit's coin, a queue place) outlives a
+/// power cut, not only the process being killed (SPEC §11). The writer
+/// commits many machines' writes in one transaction: one `fsync` for all.
 ///
 /// Writes go through one ``StorageWriter`` thread, never from a machine's
 /// lock or the cooperative pool; reads for the API are async on GRDB's
@@ -52,10 +54,12 @@ final class GameStore: Sendable {
             // Only the writer thread writes, and readers never block it in WAL
             // mode: a busy database means something else holds the file.
             configuration.busyMode = .timeout(0.5)
-            configuration.prepareDatabase { db in
-                try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            }
             let pool = try DatabasePool(path: path, configuration: configuration)
+            // After the pool is made: GRDB sets `synchronous = NORMAL` on the
+            // writer when it turns WAL on, after `prepareDatabase` has run
+            // (the power-cut test found a top-up answered 200 gone). Only the
+            // writer's connection writes.
+            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
             try migrator.migrate(pool)
             if shipsRecords { try pool.write { db in try numberUnshippedGames(db, clipsFirst: clipsFirst) } }
             let epoch = try pool.read { db in try ShipEpoch.read(db) }
@@ -241,6 +245,7 @@ final class GameStore: Sendable {
         registerLedger(&migrator)
         registerChainWallet(&migrator)
         registerEvidence(&migrator)
+        registerAdjustKeys(&migrator)
         return migrator
     }
 
