@@ -52,20 +52,32 @@ struct CreditsRoutes<Context: RequestContext>: Sendable {
         admin?.post("/v1/players/:provider/:account/adjust") { request, context in
             let player = try player(context)
             let body = Array(buffer: try await request.body.collect(upTo: Self.maxBody))
-            let (credits, reason) = try Self.adjustment(body)
-            let entry = LedgerEntry(wallet: player, kind: .adjust, credits: credits, key: nil, reason: reason, digest: nil, at: now())
+            let adjustment = try Self.adjustment(body)
+            let entry = LedgerEntry(
+                wallet: player, kind: .adjust, credits: adjustment.credits, key: adjustment.key, reason: adjustment.reason,
+                digest: adjustment.digest, at: now())
+            let answer = { (balance: Int64) in
+                AdjustAnswer(player: player, credits: adjustment.credits, reason: adjustment.reason, key: adjustment.key, balance: balance)
+            }
             switch await keeper.adjust(entry) {
             case .written(let balance):
                 tell(entry, balance: balance)
-                return JSONResponse.make(.ok, AdjustAnswer(player: player, credits: credits, reason: reason, balance: balance))
+                return JSONResponse.make(.ok, answer(balance))
+            case .duplicate(let balance):
+                // The same key and body again: the first answer again, nothing changed.
+                return JSONResponse.make(.ok, answer(balance))
+            case .conflict:
+                throw Refusal(
+                    .conflict, code: "key_conflict",
+                    "Key \(adjustment.key) was used for another adjustment of this wallet; nothing was changed. Use a new key for a new adjustment.")
             case .insufficient(let balance):
                 throw Refusal(
                     .conflict, code: ErrorCode.insufficientCredits.rawValue,
-                    "The balance of \(player.accid) is \(balance): taking \(-credits) would take it below 0. Nothing was written.")
-            case .duplicate, .conflict, .unavailable:
+                    "The balance of \(player.accid) is \(balance): taking \(-adjustment.credits) would take it below 0. Nothing was written.")
+            case .unavailable:
                 // Refused before it was taken, or taken and not saved in time (it is then written once storage is back).
                 throw Refusal.unavailable(
-                    "The adjustment could not be confirmed as saved: storage is failing (see /readyz). Read the wallet before sending it again.")
+                    "The adjustment could not be confirmed as saved: storage is failing (see /readyz). Send it again with the same key: it is taken once.")
             }
         }
     }
@@ -95,19 +107,33 @@ struct CreditsRoutes<Context: RequestContext>: Sendable {
                 priority: .high, expires: nil))
     }
 
-    /// `{"credits":n,"reason":"…"}`: n a whole number other than 0 (negative
-    /// takes credits away), the reason 1 to ``maxReason`` characters.
-    static func adjustment(_ body: [UInt8]) throws -> (credits: Int64, reason: String) {
-        let fields = try TopUp.fields(body, example: #"{"credits":5,"reason":"prize not dropped, table 3"}"#)
+    /// An operator's adjustment as asked.
+    struct Adjustment: Sendable, Equatable {
+        var credits: Int64
+        var reason: String
+        /// Once per wallet: the same key again changes nothing (SPEC §11).
+        var key: String
+        /// What makes two adjustments with one key the same: the credits and the reason.
+        var digest: String { Signatures.sha256Hex(Array("\(credits)\u{0}\(reason)".utf8)) }
+    }
+
+    /// `{"credits":n,"reason":"…","key":"…"}`: n a whole number other than 0
+    /// (negative takes credits away), the reason 1 to ``maxReason``
+    /// characters, the key 1 to ``maxKeyBytes`` bytes.
+    static func adjustment(_ body: [UInt8]) throws -> Adjustment {
+        let fields = try TopUp.fields(body, example: #"{"credits":5,"reason":"prize not dropped, table 3","key":"ops-2026-0042"}"#)
         var credits: Int64?
         var reason: String?
+        var key: String?
         for field in fields {
             switch (field.key, field.value) {
             case ("credits", .number(let number)) where number.int64 != nil: credits = number.int64
             case ("credits", _): throw TopUp.invalid("credits: a whole number, other than 0.")
             case ("reason", .string(let text)): reason = text.trimmingCharacters(in: .whitespacesAndNewlines)
             case ("reason", _): throw TopUp.invalid("reason: a string.")
-            default: throw TopUp.invalid("Unknown field \(field.key): only credits and reason.")
+            case ("key", .string(let text)): key = text
+            case ("key", _): throw TopUp.invalid("key: a string.")
+            default: throw TopUp.invalid("Unknown field \(field.key): only credits, reason and key.")
             }
         }
         guard let credits, credits != 0, credits.magnitude <= UInt64(CreditsSettings.maxAmount) else {
@@ -116,10 +142,16 @@ struct CreditsRoutes<Context: RequestContext>: Sendable {
         guard let reason, (1...maxReason).contains(reason.count), !PlayerText.hasHiddenCharacters(reason) else {
             throw TopUp.invalid("reason: 1 to \(maxReason) characters without control characters: why, for whoever reads the ledger.")
         }
-        return (credits, reason)
+        guard let key, (1...maxKeyBytes).contains(key.utf8.count), !PlayerText.hasHiddenCharacters(key) else {
+            throw TopUp.invalid(
+                "key: required, 1 to \(maxKeyBytes) bytes without control characters, new for each adjustment of the wallet: "
+                    + "a retry with the same key is taken once.")
+        }
+        return Adjustment(credits: credits, reason: reason, key: key)
     }
 
     static var maxReason: Int { 200 }
+    static var maxKeyBytes: Int { 64 }
 }
 
 /// A top-up as the payment service sends it (SPEC §11):
@@ -228,13 +260,16 @@ struct AdjustAnswer: Encodable {
     var account: String
     var credits: Int64
     var reason: String
+    var key: String
+    /// The balance the adjustment left (a retry is answered the same).
     var balance: Int64
 
-    init(player: PlayerAddress, credits: Int64, reason: String, balance: Int64) {
+    init(player: PlayerAddress, credits: Int64, reason: String, key: String, balance: Int64) {
         provider = player.provider
         account = player.accid
         self.credits = credits
         self.reason = reason
+        self.key = key
         self.balance = balance
     }
 }

@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import Logging
 import Protocol
@@ -60,46 +61,66 @@ final class Wallets: WalletKeeper {
         await change(entry)
     }
 
-    /// An operator's adjustment, or a new tourist's welcome credits.
+    /// An operator's adjustment, keyed by the operator (`entry.key`, once
+    /// per wallet), or a new tourist's welcome credits (no key).
     func adjust(_ entry: LedgerEntry) async -> WalletChange {
         await change(entry)
     }
 
+    /// A keyed change is taken once: one with a key seen before is answered
+    /// `duplicate` (the same content) or `conflict` (other content), and only
+    /// once the first is on disk (SPEC §11). What the file already holds is
+    /// read on GRDB's reader, never under the wallets' lock, which every
+    /// machine's transition takes; what is on its way to the file is in the
+    /// book (``WalletBook/keyed``), looked at under the lock before the
+    /// change is decided.
     private func change(_ entry: LedgerEntry) async -> WalletChange {
         guard writer.isWritable else { return .unavailable }
-        let decided: Result<(ticket: StorageWriter.Ticket, balance: Int64, wallets: Int), WalletChange> = book.withLock { book in
-            if let key = entry.key {
-                book.forgetDurableOrders(writer.isDurable)
-                let taken: (found: Bool, digest: String?)
-                if let pending = book.pendingOrders[key] {
-                    taken = (true, pending.digest)
-                } else {
-                    do {
-                        taken = try writer.store.ledgerKey(kind: entry.kind, key: key)
-                    } catch {
-                        // Refused rather than risk a second credit for one order.
-                        return .failure(.unavailable)
-                    }
-                }
-                if taken.found {
-                    return .failure(taken.digest == entry.digest ? .duplicate(balance: book.balance(of: entry.wallet)) : .conflict)
-                }
-            }
+        if let seen = book.withLock({ $0.keyed(entry) }) { return await answer(entry, seen) }
+        let kept: (digest: String?, balance: Int64?)?
+        do {
+            kept = try await writer.store.taken(entry)
+        } catch {
+            // Refused rather than risk a second credit for one order.
+            logger.warning("A keyed wallet change not taken: the ledger could not be read", metadata: error.shape.metadata())
+            return .unavailable
+        }
+        if let kept {
+            return kept.digest == entry.digest ? .duplicate(balance: kept.balance ?? balance(of: entry.wallet)) : .conflict
+        }
+        enum Decided {
+            case seen(WalletBook.Keyed)
+            case refused(WalletChange)
+            case submitted(StorageWriter.Ticket, balance: Int64, wallets: Int)
+        }
+        let decided: Decided = book.withLock { book in
+            // Submitted meanwhile by another request with the same key.
+            if let seen = book.keyed(entry) { return .seen(seen) }
             let after = book.balance(of: entry.wallet) + entry.credits
-            guard after >= 0 else { return .failure(.insufficient(balance: book.balance(of: entry.wallet))) }
+            guard after >= 0 else { return .refused(.insufficient(balance: book.balance(of: entry.wallet))) }
             book.apply(entry)
             let ticket = writer.submit([.ledger(entry)], machine: -1)
-            if let key = entry.key { book.pendingOrders[key] = (entry.digest, ticket) }
-            return .success((ticket, after, book.count))
+            book.keep(entry, ticket: ticket, balance: after, isDurable: writer.isDurable)
+            return .submitted(ticket, balance: after, wallets: book.count)
         }
         switch decided {
-        case .failure(let change):
+        case .seen(let seen):
+            return await answer(entry, seen)
+        case .refused(let change):
             return change
-        case .success(let (ticket, balance, wallets)):
+        case .submitted(let ticket, let balance, let wallets):
             CreditsMetrics.wallets.set(to: Double(wallets))
             guard await writer.waitDurable(ticket, timeout: Self.durableWithin) else { return .unavailable }
             return .written(balance: balance)
         }
+    }
+
+    /// The answer to a change whose key was taken by one on its way to the
+    /// file: given once that one is on disk, never before.
+    private func answer(_ entry: LedgerEntry, _ seen: WalletBook.Keyed) async -> WalletChange {
+        guard await writer.waitDurable(seen.ticket, timeout: Self.durableWithin) else { return .unavailable }
+        guard seen.digest == entry.digest else { return .conflict }
+        return .duplicate(balance: entry.kind == .adjust ? seen.balance : balance(of: entry.wallet))
     }
 
     func wallet(_ player: PlayerAddress, limit: Int, offset: Int) async throws -> WalletPage {
@@ -145,9 +166,39 @@ enum WalletChange: Error, Sendable, Equatable {
 /// handed the book it reads without copying every balance.
 final class WalletBook: @unchecked Sendable {
     private var balances: [PlayerAddress: Int64]
-    /// Top-ups submitted and not durable yet, by order id: the store does not
-    /// hold them yet, and a second of the same must still be a duplicate.
-    fileprivate var pendingOrders: [String: (digest: String?, ticket: StorageWriter.Ticket)] = [:]
+    /// Keyed changes (top-ups, operators' adjustments) submitted lately, by
+    /// key, oldest first: the file may not show them to a reader yet, and a
+    /// second of the same must still be a duplicate. Kept a while after they
+    /// are durable (``keptFor``), longer than any read of the file that
+    /// began before them takes.
+    private var recent: [Key: Keyed] = [:]
+    private var recentOrder: Deque<(key: Key, at: ContinuousClock.Instant)> = []
+
+    /// A keyed change on its way to the file, or there lately.
+    struct Keyed: Sendable {
+        var digest: String?
+        var ticket: StorageWriter.Ticket
+        /// The balance the change left (what a retried adjustment is answered).
+        var balance: Int64
+    }
+
+    /// A top-up's order id is the payment service's, one for every wallet;
+    /// an adjustment's key is its wallet's.
+    private struct Key: Hashable {
+        var kind: LedgerEntry.Kind
+        var wallet: PlayerAddress?
+        var key: String
+
+        init?(_ entry: LedgerEntry) {
+            guard let key = entry.key else { return nil }
+            kind = entry.kind
+            wallet = entry.kind == .adjust ? entry.wallet : nil
+            self.key = key
+        }
+    }
+
+    /// How long a keyed change is remembered here after it was submitted.
+    static let keptFor: Duration = .seconds(60)
 
     init(balances: [PlayerAddress: Int64] = [:]) {
         self.balances = balances
@@ -170,7 +221,24 @@ final class WalletBook: @unchecked Sendable {
         for case .ledger(let entry) in writes { apply(entry) }
     }
 
-    fileprivate func forgetDurableOrders(_ isDurable: (StorageWriter.Ticket) -> Bool) {
-        pendingOrders = pendingOrders.filter { !isDurable($0.value.ticket) }
+    /// The keyed change with `entry`'s key on its way to the file or there
+    /// lately, if any.
+    func keyed(_ entry: LedgerEntry) -> Keyed? {
+        Key(entry).flatMap { recent[$0] }
+    }
+
+    /// Remembers a keyed change just submitted, and forgets those durable
+    /// for longer than ``keptFor``.
+    func keep(_ entry: LedgerEntry, ticket: StorageWriter.Ticket, balance: Int64, isDurable: (StorageWriter.Ticket) -> Bool) {
+        let now = ContinuousClock.now
+        while let oldest = recentOrder.first, now - oldest.at > Self.keptFor {
+            // Not durable yet (storage failing): kept until it is.
+            if let kept = recent[oldest.key], !isDurable(kept.ticket) { break }
+            recent[oldest.key] = nil
+            recentOrder.removeFirst()
+        }
+        guard let key = Key(entry) else { return }
+        recent[key] = Keyed(digest: entry.digest, ticket: ticket, balance: balance)
+        recentOrder.append((key, now))
     }
 }

@@ -13,13 +13,19 @@ struct LedgerEntry: Sendable, Equatable {
     var kind: Kind
     /// Signed: a debit is negative, a top-up and a refund positive, an adjustment either.
     var credits: Int64
-    /// A top-up's order id, a debit's or refund's session; nil for an adjustment.
+    /// A top-up's order id, a debit's or refund's session; an operator's
+    /// adjustment's key (SPEC §11: once per wallet, kept beside the ledger
+    /// with the balance it left, not in the ledger's own key); nil for a
+    /// tourist's welcome.
     var key: String?
     /// An adjustment's reason (`welcome` for a new tourist's credits).
     var reason: String?
-    /// A top-up's body digest: the same order with other content is a conflict.
+    /// A top-up's or an adjustment's body digest: the same key with other content is a conflict.
     var digest: String?
     var at: Date
+
+    /// The key the ledger's own table keeps: an adjustment's is kept beside it.
+    var ledgerKey: String? { kind == .adjust ? nil : key }
 }
 
 extension LedgerEntry {
@@ -89,6 +95,25 @@ extension GameStore {
         }
     }
 
+    /// Adjustments keyed by the operator (SPEC §11): once per wallet, with
+    /// the body's digest and the balance the adjustment left, so that a
+    /// retry is answered as the first was.
+    static func registerAdjustKeys(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v13-adjust-keys") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE adjust_keys (
+                        provider TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        key TEXT NOT NULL,
+                        digest TEXT NOT NULL,
+                        balance INTEGER NOT NULL,
+                        PRIMARY KEY (provider, account, key)
+                    );
+                    """)
+        }
+    }
+
     /// Offers `entry` to the ledger in a transaction of its own.
     func append(_ entry: LedgerEntry) async throws(StorageError) -> LedgerAppend {
         do {
@@ -103,19 +128,22 @@ extension GameStore {
     /// refund with its end) or not at all.
     static func append(_ entry: LedgerEntry, _ db: Database) throws -> LedgerAppend {
         let balance = try self.balance(entry.wallet, db)
-        if let key = entry.key,
-            let kept = try Row.fetchOne(db, sql: "SELECT digest FROM ledger WHERE kind = ? AND key = ?", arguments: [entry.kind.rawValue, key])
-        {
-            return (kept["digest"] as String?) == entry.digest ? .duplicate(balance: balance) : .conflict
+        if let kept = try taken(entry, db) {
+            return kept.digest == entry.digest ? .duplicate(balance: kept.balance ?? balance) : .conflict
         }
         let after = balance + entry.credits
         guard after >= 0 else { return .insufficient(balance: balance) }
         try db.execute(
             sql: "INSERT INTO ledger (provider, account, kind, credits, key, reason, digest, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             arguments: [
-                entry.wallet.provider, entry.wallet.accid, entry.kind.rawValue, entry.credits, entry.key, entry.reason, entry.digest,
+                entry.wallet.provider, entry.wallet.accid, entry.kind.rawValue, entry.credits, entry.ledgerKey, entry.reason, entry.digest,
                 Timestamp.string(entry.at),
             ])
+        if entry.kind == .adjust, let key = entry.key {
+            try db.execute(
+                sql: "INSERT INTO adjust_keys (provider, account, key, digest, balance) VALUES (?, ?, ?, ?, ?)",
+                arguments: [entry.wallet.provider, entry.wallet.accid, key, entry.digest ?? "", after])
+        }
         try db.execute(
             sql: """
                 INSERT INTO wallets (provider, account, balance) VALUES (?, ?, ?)
@@ -140,14 +168,29 @@ extension GameStore {
         }
     }
 
-    /// Whether the ledger holds an entry of `kind` keyed `key`, and its digest.
-    func ledgerKey(kind: LedgerEntry.Kind, key: String) throws(StorageError) -> (found: Bool, digest: String?) {
+    /// What the ledger holds already under `entry`'s key: its digest, and
+    /// for an adjustment the balance it left (nil for other kinds); nil
+    /// when the key is new (or `entry` has none).
+    static func taken(_ entry: LedgerEntry, _ db: Database) throws -> (digest: String?, balance: Int64?)? {
+        guard let key = entry.key else { return nil }
+        if entry.kind == .adjust {
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT digest, balance FROM adjust_keys WHERE provider = ? AND account = ? AND key = ?",
+                    arguments: [entry.wallet.provider, entry.wallet.accid, key])
+            else { return nil }
+            return (row["digest"], row["balance"])
+        }
+        guard let row = try Row.fetchOne(db, sql: "SELECT digest FROM ledger WHERE kind = ? AND key = ?", arguments: [entry.kind.rawValue, key])
+        else { return nil }
+        return (row["digest"], nil)
+    }
+
+    /// What the ledger holds already under `entry`'s key (``taken(_:_:)``),
+    /// read on GRDB's reader: never under a lock a machine takes.
+    func taken(_ entry: LedgerEntry) async throws(StorageError) -> (digest: String?, balance: Int64?)? {
         do {
-            return try pool.read { db in
-                guard let row = try Row.fetchOne(db, sql: "SELECT digest FROM ledger WHERE kind = ? AND key = ?", arguments: [kind.rawValue, key])
-                else { return (false, nil) }
-                return (true, row["digest"])
-            }
+            return try await pool.read { db in try Self.taken(entry, db) }
         } catch {
             throw StorageError(path: path, operation: "read the ledger", underlying: error)
         }

@@ -149,17 +149,30 @@ extension HeavySuites {
             #expect(bob["balance"] as? Int == 0)
             #expect((bob["entries"] as? [[String: Any]] ?? []).filter { $0["kind"] as? String == "debit" }.count == 1)
 
-            // An operator's adjustment: needs the token, a reason, and never takes a balance below 0.
+            // An operator's adjustment: needs the token, a reason and a key, and never takes a balance below 0.
             let adjust = "\(site.base)/v1/players/netease/alice/adjust"
-            #expect(try await HTTP.request(.POST, adjust, body: Array(#"{"credits":1,"reason":"x"}"#.utf8)).status == 401)
-            for bad in [#"{"credits":1}"#, #"{"credits":0,"reason":"nothing"}"#, #"{"credits":1.5,"reason":"half"}"#, "[]"] {
+            #expect(try await HTTP.request(.POST, adjust, body: Array(#"{"credits":1,"reason":"x","key":"k-0"}"#.utf8)).status == 401)
+            for bad in [
+                #"{"credits":1,"key":"k-0"}"#, #"{"credits":0,"reason":"nothing","key":"k-0"}"#, #"{"credits":1.5,"reason":"half","key":"k-0"}"#,
+                "[]", #"{"credits":1,"reason":"no key"}"#, #"{"credits":1,"reason":"empty key","key":""}"#,
+                #"{"credits":1,"reason":"long key","key":"\#(String(repeating: "k", count: 65))"}"#, #"{"credits":1,"reason":"a number","key":7}"#,
+            ] {
                 let answer = try await HTTP.request(.POST, adjust, headers: Self.admin, body: Array(bad.utf8))
                 #expect([400, 422].contains(answer.status), "\(bad): \(answer.body)")
             }
-            let overdraft = try await HTTP.request(.POST, adjust, headers: Self.admin, body: Array(#"{"credits":-6,"reason":"too much"}"#.utf8))
+            let overdraft = try await HTTP.request(
+                .POST, adjust, headers: Self.admin, body: Array(#"{"credits":-6,"reason":"too much","key":"k-1"}"#.utf8))
             #expect(overdraft.status == 409 && overdraft.json["code"] as? String == "insufficient_credits", "\(overdraft.body)")
-            let goodwill = try await HTTP.request(.POST, adjust, headers: Self.admin, body: Array(#"{"credits":1,"reason":"goodwill"}"#.utf8))
-            #expect(goodwill.status == 200 && goodwill.json["balance"] as? Int == 6, "\(goodwill.body)")
+            let goodwill = try await HTTP.request(
+                .POST, adjust, headers: Self.admin, body: Array(#"{"credits":1,"reason":"goodwill","key":"k-1"}"#.utf8))
+            #expect(goodwill.status == 200 && goodwill.json["balance"] as? Int == 6, "a refused adjustment kept no key: \(goodwill.body)")
+            // Retried (the answer was lost): taken once, the first answer again; the key with another body is a conflict.
+            let retried = try await HTTP.request(
+                .POST, adjust, headers: Self.admin, body: Array(#"{"credits":1,"reason":"goodwill","key":"k-1"}"#.utf8))
+            #expect(retried.status == 200 && retried.body == goodwill.body, "\(retried.body)")
+            let reused = try await HTTP.request(
+                .POST, adjust, headers: Self.admin, body: Array(#"{"credits":2,"reason":"goodwill","key":"k-1"}"#.utf8))
+            #expect(reused.status == 409 && reused.json["code"] as? String == "key_conflict", "\(reused.body)")
             #expect(try await HTTP.get("\(site.base)/v1/players/wechat/alice/wallet").status == 404)
 
             let metrics = try PrometheusText(try await HTTP.get("\(site.base)/metrics").body)
