@@ -14,7 +14,7 @@ struct ClawBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "claw-bench",
         abstract: "Soak, memory and start-up figures of a claw-gateway binary, against a broker it starts on loopback.",
-        subcommands: [Soak.self, Memory.self, StartUp.self, ChainBench.self, RecordsBench.self]
+        subcommands: [Soak.self, Memory.self, StartUp.self, ChainBench.self, RecordsBench.self, WalletBench.self]
     )
 }
 

@@ -159,7 +159,7 @@ struct RecordsBench: AsyncParsableCommand {
 }
 
 /// A line of the bench's output, flushed: progress shows as it comes, also into a file.
-private func say(_ line: String) {
+func say(_ line: String) {
     print(line)
     fflush(nil)
 }
@@ -273,13 +273,24 @@ final class RecordsRig: Sendable {
         try bench.startBroker(port: brokerPort, extra: "max_queued_messages 0")
     }
 
-    func startRecorder() throws {
+    /// `claw-gateway record`; with `ledgerKey`, keeping the chain's wallets
+    /// (`credits:`) and taking debits with that key's vouchers.
+    func startRecorder(ledgerKey: String? = nil) throws {
         let config = directory.appendingPathComponent("recorder.yaml")
+        let wallets = ledgerKey.map {
+            """
+              ledger_key: \($0)
+              voucher_max_age: 10m
+            credits:
+              topup_secret: claw-bench-topup-secret
+            """
+        } ?? ""
         try """
             recorder:
               listen: 127.0.0.1:\(recorderPort)
               database: \(databaseURL)
               log_level: warning
+            \(wallets)
             bus:
               urls: [mqtt://127.0.0.1:\(brokerPort)]
               client_id: claw-recorder-bench

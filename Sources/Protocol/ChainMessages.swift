@@ -68,15 +68,20 @@ public struct ChainDirectory: Codable, Sendable, Equatable {
         public var id: String
         public var imAccount: String
         public var name: String
+        /// What a game costs here (SPEC §11), when games cost credits: the
+        /// price a router puts in the vouchers of this machine's accepts
+        /// (SPEC §9), and so the most the chain's ledger debits for one.
+        public var price: Int64?
 
-        public init(id: String, imAccount: String, name: String) {
+        public init(id: String, imAccount: String, name: String, price: Int64? = nil) {
             self.id = id
             self.imAccount = imAccount
             self.name = name
+            self.price = price
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, name
+            case id, name, price
             case imAccount = "im_account"
         }
     }
@@ -116,20 +121,28 @@ public struct ChainCopy: Codable, Sendable, Equatable {
     /// The headers the ingress verifies, by lower-case name.
     public var headers: [String: String]
     public var body: [UInt8]
+    /// On an accept (12) of a machine whose games cost credits: the router's
+    /// voucher for the game's debit (SPEC §9), which the site passes on to
+    /// the chain's ledger.
+    public var voucher: ChainVoucher?
 
     enum CodingKeys: String, CodingKey {
-        case id, provider, headers, body
+        case id, provider, headers, body, voucher
         case receivedMS = "received_ms"
         case deadlineMS = "deadline_ms"
     }
 
-    public init(id: String, provider: String, received: Date, deadline: Date? = nil, headers: [String: String], body: [UInt8]) {
+    public init(
+        id: String, provider: String, received: Date, deadline: Date? = nil, headers: [String: String], body: [UInt8],
+        voucher: ChainVoucher? = nil
+    ) {
         self.id = id
         self.provider = provider
         receivedMS = Self.milliseconds(received)
         deadlineMS = deadline.map(Self.milliseconds)
         self.headers = headers
         self.body = body
+        self.voucher = voucher
     }
 
     public init(from decoder: any Decoder) throws {
@@ -143,6 +156,7 @@ public struct ChainCopy: Codable, Sendable, Equatable {
             throw DecodingError.dataCorruptedError(forKey: .body, in: container, debugDescription: "body is not base64")
         }
         self.body = Array(body)
+        voucher = try container.decodeIfPresent(ChainVoucher.self, forKey: .voucher)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -153,6 +167,7 @@ public struct ChainCopy: Codable, Sendable, Equatable {
         try container.encodeIfPresent(deadlineMS, forKey: .deadlineMS)
         try container.encode(headers, forKey: .headers)
         try container.encode(Data(body).base64EncodedString(), forKey: .body)
+        try container.encodeIfPresent(voucher, forKey: .voucher)
     }
 
     /// The copy's age at `now`; negative when the router's clock is ahead.
@@ -166,7 +181,7 @@ public struct ChainCopy: Codable, Sendable, Equatable {
         return Self.milliseconds(now) > deadlineMS
     }
 
-    private static func milliseconds(_ date: Date) -> Int64 {
+    public static func milliseconds(_ date: Date) -> Int64 {
         Int64((date.timeIntervalSince1970 * 1000).rounded())
     }
 

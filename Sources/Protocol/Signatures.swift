@@ -39,7 +39,12 @@ public enum Signatures {
     private static func hmac(secret: String, parts: [[UInt8]], body: some Collection<UInt8>) -> String {
         var message = parts.flatMap { $0 }
         message.append(contentsOf: body)
-        let code = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Array(secret.utf8)))
+        return hmacHex(key: Array(secret.utf8), message)
+    }
+
+    /// Hex HMAC-SHA256 of `message` with `key`.
+    public static func hmacHex(key: [UInt8], _ message: [UInt8]) -> String {
+        let code = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key))
         return hex(code.withUnsafeBytes { Array($0) })
     }
 

@@ -186,8 +186,8 @@ struct Schema {
     /// The shortest token accepted: 16 bytes (128 bits if random) cannot be guessed over HTTP.
     static let minimumTokenLength = 16
 
-    /// A Bearer token: absent, or at least ``minimumTokenLength`` bytes.
-    private func token(_ section: ConfigReader.Section, _ key: String) -> String? {
+    /// A Bearer token or a shared key: absent, or at least ``minimumTokenLength`` bytes.
+    func token(_ section: ConfigReader.Section, _ key: String) -> String? {
         guard let value = section.nonEmpty(key) else { return nil }
         guard value.utf8.count >= Self.minimumTokenLength else {
             reader.report(

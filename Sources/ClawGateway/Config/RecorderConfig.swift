@@ -21,6 +21,12 @@ struct RecorderSettings: Sendable {
     var http: HTTPSettings
     var database: DatabaseURL
     var logLevel: Logger.Level = .info
+    /// `recorder.ledger_key`: the routers' key for the vouchers of accepts
+    /// (SPEC §9); with `credits:` required: no debit is taken without a
+    /// valid voucher.
+    var ledgerKey: String? = nil
+    /// `recorder.voucher_max_age`: a voucher older than this debits nothing.
+    var voucherMaxAge: Duration = .seconds(30)
 }
 
 /// `recorder.database`: `postgres://user:password@host:port/database`, with
@@ -100,7 +106,7 @@ extension RecorderConfig {
     static let creditsKeys = ["topup_secret", "max_topup"]
     static let recorderKeys = [
         "listen", "database", "read_token", "admin_token", "log_level", "allowed_hosts", "read_timeout", "max_connections",
-        "max_connections_per_client", "idle_timeout",
+        "max_connections_per_client", "idle_timeout", "ledger_key", "voucher_max_age",
     ]
 
     /// Where the recorder listens when `recorder.listen` is not given: this
@@ -159,8 +165,25 @@ extension Schema {
         // survive a restart, or its session (clean session false) is lost.
         if busSection?.has("client_id") == false { bus?.clientID = RecorderConfig.defaultClientID() }
         let credits = top.section("credits", keys: RecorderConfig.creditsKeys).flatMap { CreditsSettings.read($0) }
+        let ledgerKey = section.flatMap { token($0, "ledger_key") }
+        let voucherMaxAge =
+            section?.duration("voucher_max_age", default: .seconds(30), atLeast: .seconds(1)) ?? .seconds(30)
+        if let section, top.has("credits"), !section.has("read_token") {
+            reader.report(
+                section.path("read_token"),
+                "is required with credits: the chain's wallets are served on the read API, and are never open to whoever reaches the port")
+        }
+        if let section, top.has("credits"), !section.has("ledger_key") {
+            reader.report(
+                section.path("ledger_key"),
+                "is required with credits: the chain's ledger debits a game only with a router's voucher made with this key "
+                    + "(the routers' router.ledger_key; e.g. the output of openssl rand -hex 32)")
+        }
         guard let http, let database, let bus else { return nil }
         guard credits != nil || !top.has("credits") else { return nil }
-        return RecorderConfig(recorder: RecorderSettings(http: http, database: database, logLevel: level), bus: bus, credits: credits)
+        return RecorderConfig(
+            recorder: RecorderSettings(
+                http: http, database: database, logLevel: level, ledgerKey: ledgerKey, voucherMaxAge: voucherMaxAge),
+            bus: bus, credits: credits)
     }
 }

@@ -27,6 +27,10 @@ struct RouterSettings: Sendable {
     /// router stops answering them (`unknown_machine` through the IM API):
     /// the sites' `game.max_commands_per_second` (SPEC §2).
     var maxCommandsPerSecond = 10
+    /// `router.ledger_key`: the key the router makes the vouchers of accepts
+    /// with (SPEC §9), shared with the recorder and never with a site. Nil:
+    /// no vouchers, and the chain's ledger debits no game routed here.
+    var ledgerKey: String?
 }
 
 /// `bus:`: the chain's cluster, every node of it.
@@ -47,7 +51,7 @@ extension RouterConfig {
     static let keys = ["router", "bus", "im"]
     static let routerKeys = [
         "listen", "read_token", "admin_token", "receipt_timeout", "log_level", "allowed_hosts", "read_timeout",
-        "max_connections", "max_connections_per_client", "idle_timeout", "max_commands_per_second",
+        "max_connections", "max_connections_per_client", "idle_timeout", "max_commands_per_second", "ledger_key",
     ]
     static let busKeys = ["urls", "username", "password", "client_id", "topic_prefix"]
 
@@ -105,10 +109,12 @@ extension Schema {
             reader.report("im", "configure netease or generic (or both): the router verifies copies with them")
         }
         let perSecond = section?.int("max_commands_per_second", default: 10, in: 1...1000) ?? 10
+        let ledgerKey = section.flatMap { token($0, "ledger_key") }
         guard let http, let bus else { return nil }
         return RouterConfig(
-            router: RouterSettings(http: http, receiptTimeout: receiptTimeout, logLevel: level, maxCommandsPerSecond: perSecond), bus: bus,
-            im: im)
+            router: RouterSettings(
+                http: http, receiptTimeout: receiptTimeout, logLevel: level, maxCommandsPerSecond: perSecond, ledgerKey: ledgerKey),
+            bus: bus, im: im)
     }
 
     /// `bus:` of `chain.yaml`, and of the recorder's `recorder.yaml` (``RecorderConfig``).

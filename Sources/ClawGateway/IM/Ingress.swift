@@ -86,10 +86,12 @@ struct Ingress: Sendable {
     }
 
     /// The request of `route` with this body and headers (looked up by lower-case name).
-    func handle(_ route: Route, body: [UInt8], header: (String) -> String?) -> IngressResult {
+    /// - Parameter voucher: a router's voucher for the debit of the accept
+    ///   the copy carries, when it came over a chain's inbox (SPEC §9).
+    func handle(_ route: Route, body: [UInt8], header: (String) -> String?, voucher: ChainVoucher? = nil) -> IngressResult {
         switch route {
-        case .netease(let settings): netease(body: body, header: header, settings: settings)
-        case .generic(let settings): generic(body: body, header: header, settings: settings)
+        case .netease(let settings): netease(body: body, header: header, settings: settings, voucher: voucher)
+        case .generic(let settings): generic(body: body, header: header, settings: settings, voucher: voucher)
         }
     }
 
@@ -131,7 +133,7 @@ struct Ingress: Sendable {
     /// The headers the NetEase copy is read with.
     static let neteaseHeaders = NetEaseCopy.headerNames
 
-    private func netease(body: [UInt8], header: (String) -> String?, settings: NetEaseSettings) -> IngressResult {
+    private func netease(body: [UInt8], header: (String) -> String?, settings: NetEaseSettings, voucher: ChainVoucher?) -> IngressResult {
         let copy: NetEaseCopy
         let sent: Date
         let now = now()
@@ -159,7 +161,7 @@ struct Ingress: Sendable {
                 GatewayMetrics.notification(provider: "netease", result: ErrorCode.unknownMachine.rawValue)
             } else {
                 let (outcome, ticket) = arcade.handleNow(
-                    PlayerNotification(from: from, to: to, attach: Array(attach.utf8), provider: "netease", age: age))
+                    PlayerNotification(from: from, to: to, attach: Array(attach.utf8), provider: "netease", age: age, voucher: voucher))
                 guard let ticket else {
                     GatewayMetrics.notification(provider: "netease", result: outcome.metricLabel)
                     return .now(Self.copyAccepted)
@@ -215,7 +217,7 @@ struct Ingress: Sendable {
         return (signature, seconds)
     }
 
-    private func generic(body: [UInt8], header: (String) -> String?, settings: GenericSettings) -> IngressResult {
+    private func generic(body: [UInt8], header: (String) -> String?, settings: GenericSettings, voucher: ChainVoucher?) -> IngressResult {
         let now = now()
         let signature: String
         let seconds: Int64
@@ -241,7 +243,7 @@ struct Ingress: Sendable {
                 .error(.badRequest(#"The body must be a JSON object {"from":string,"to":string,"attach":string or object}."#)))
         }
         let (outcome, ticket) = arcade.handleNow(
-            PlayerNotification(from: envelope.from, to: envelope.to, attach: envelope.attach, provider: "generic", age: age))
+            PlayerNotification(from: envelope.from, to: envelope.to, attach: envelope.attach, provider: "generic", age: age, voucher: voucher))
         guard let ticket else {
             GatewayMetrics.notification(provider: "generic", result: outcome.metricLabel)
             if outcome.isPassingRefusal { replays.forget(signature: signature) }

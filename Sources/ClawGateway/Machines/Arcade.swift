@@ -18,6 +18,8 @@ struct PlayerNotification: Sendable {
     /// webhook's `X-Claw-Timestamp`), on the ingress's wall clock; nil when
     /// it came without a stamp (the command line's `notify`).
     var age: Duration? = nil
+    /// The router's voucher for an accept's debit, at a site of a chain (SPEC §9).
+    var voucher: ChainVoucher? = nil
 }
 
 /// Every machine of the site, found by id or IM account: the way in for
@@ -306,7 +308,7 @@ final class Arcade: Sendable {
                 GatewayMetrics.commandsTooOld.increment()
                 throw Self.tooOld(age)
             }
-            return machine.handle(request, from: player)
+            return machine.handle(request, from: player, voucher: notification.voucher)
         } catch {
             if let machine, error.code != .unknownMachine, !notification.from.isEmpty {
                 machine.refuse(player, command: message?.code, serial: message?.serial, error)

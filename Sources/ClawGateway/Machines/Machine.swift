@@ -126,8 +126,8 @@ final class Machine: Sendable {
     ///
     /// - Returns: the outcome, and the ticket that must be durable before
     ///   the outcome may be told (nil when nothing was written).
-    func handle(_ request: PlayerRequest, from player: PlayerAddress) -> (RequestOutcome, StorageWriter.Ticket?) {
-        transition { game, context in game.handle(request, from: player, context) }
+    func handle(_ request: PlayerRequest, from player: PlayerAddress, voucher: ChainVoucher? = nil) -> (RequestOutcome, StorageWriter.Ticket?) {
+        transition { game, context in game.handle(request, from: player, voucher: voucher, context) }
     }
 
     /// Answers a notification refused before it reached the game.

@@ -27,11 +27,12 @@ extension MachineState {
             balance: balance, price: price)
     }
 
-    /// The turn offer (11): with the price where games cost, and the
-    /// player's balance where the site holds it (not in a chain).
-    func offer(_ session: String, to player: PlayerAddress, serial: Int64, timeout: Int, _ fx: Effects) -> WireMessage {
-        let balance = price == nil ? nil : fx.balance(of: player)
-        return WireMessage(.turnOffer, data: session, serial: serial, timeout: timeout, balance: balance, price: price)
+    /// The turn offer (11): with the price where games cost (the turn's,
+    /// ``Turn/price``), and the player's balance where the site holds it
+    /// (not in a chain).
+    func offer(_ turn: Turn, serial: Int64, timeout: Int, _ fx: Effects) -> WireMessage {
+        let balance = turn.price == nil ? nil : fx.balance(of: turn.player.address)
+        return WireMessage(.turnOffer, data: turn.session, serial: serial, timeout: timeout, balance: balance, price: turn.price)
     }
 
     /// The game's debit, with its start: `turn` has just started. At a site
@@ -54,16 +55,25 @@ extension MachineState {
     /// starts with the answer (``debitAnswered(_:_:)``), or the accept is
     /// refused `gateway_unavailable` after `chain.wallet_timeout` and the
     /// offer stands. An accept while the ask is out is the same accept.
-    mutating func askDebit(_ turn: Turn, price: Int64, _ ledger: ChainLedgerContext, _ fx: inout Effects) throws(WireError)
-        -> RequestOutcome
+    ///
+    /// The ask carries the router's voucher for this accept (SPEC §9): the
+    /// ledger debits nothing without it. An accept that came with none (sent
+    /// straight to the site, not through a router) is refused at once.
+    mutating func askDebit(_ turn: Turn, price: Int64, voucher: ChainVoucher?, _ ledger: ChainLedgerContext, _ fx: inout Effects)
+        throws(WireError) -> RequestOutcome
     {
         guard turn.debitAskedUntil == nil else { return .ignored("the game's debit is asked of the chain's ledger") }
         guard ledger.reachable else {
             throw WireError(.gatewayUnavailable, "The arcade cannot reach the chain's wallets right now; accept again in a moment.")
         }
+        guard let voucher else {
+            throw WireError(
+                .gatewayUnavailable,
+                "A paid game in a chain is accepted through the chain's routers; accept again through the IM app.")
+        }
         let ask = ChainWalletAsk(
             kind: .debit, session: turn.session, provider: turn.player.provider, account: turn.player.accid, credits: price,
-            machine: id)
+            machine: id, voucher: voucher)
         // Asked again for one session (an accept after a timeout): the ledger debits it once.
         if turn.paid == nil { fx.writes.append(.chainWallet(ask)) }
         modifyTurn { turn in
@@ -90,16 +100,19 @@ extension MachineState {
             // Debited, but the coin cannot go out now: accept again (the
             // ledger debits once), or the turn's end pays it back.
             reply(
-                turn.player.address, error: WireError(.gatewayUnavailable, "\(machine.name) cannot be reached right now; accept again in a moment."),
+                turn.player.address,
+                error: WireError(.gatewayUnavailable, "\(machine.name) cannot be reached right now; accept again in a moment.", endsTurn: true),
                 &fx)
         case .insufficient:
             // Nothing was debited: nothing to ask back.
             modifyTurn { $0.paid = nil }
             endTurn(.unpaid, &fx)
-            reply(turn.player.address, error: insufficientCredits(balance: answer.balance, price: price), &fx)
+            reply(turn.player.address, error: insufficientCredits(balance: answer.balance ?? 0, price: price), &fx)
         case .refused, .refunded, .nothingToRefund:
             endTurn(.unpaid, reason: "debit_refused", &fx)
-            reply(turn.player.address, error: WireError(.gatewayUnavailable, "The chain's wallets refused this game; join again to play."), &fx)
+            reply(
+                turn.player.address,
+                error: WireError(.gatewayUnavailable, "The chain's wallets refused this game; join again to play.", endsTurn: true), &fx)
         }
         return finish((), &fx)
     }

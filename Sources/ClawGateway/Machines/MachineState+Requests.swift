@@ -24,7 +24,11 @@ extension MachineState {
     /// A player's request, decoded; checked here against the machine's
     /// cameras (a reload may change them). A refusal is answered to the player (command 9) and counted as
     /// a `dropped` event.
-    mutating func handle(_ request: PlayerRequest, from player: PlayerAddress, _ context: TransitionContext) -> Step<RequestOutcome> {
+    /// - Parameter voucher: at a site of a chain, the router's voucher for
+    ///   an accept's debit (SPEC §9), passed on to the chain's ledger.
+    mutating func handle(
+        _ request: PlayerRequest, from player: PlayerAddress, voucher: ChainVoucher? = nil, _ context: TransitionContext
+    ) -> Step<RequestOutcome> {
         var fx = Effects(context)
         let outcome: RequestOutcome
         do throws(WireError) {
@@ -35,7 +39,7 @@ extension MachineState {
             case .leave:
                 outcome = try leave(player, &fx)
             case .accept(let session):
-                outcome = try accept(player, session: session, &fx)
+                outcome = try accept(player, session: session, voucher: voucher, &fx)
             case .decline(let session):
                 outcome = try decline(player, session: session, &fx)
             case .move, .grab, .camera:
@@ -132,19 +136,22 @@ extension MachineState {
 
     // MARK: Turn
 
-    private mutating func accept(_ player: PlayerAddress, session: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
+    private mutating func accept(_ player: PlayerAddress, session: String, voucher: ChainVoucher?, _ fx: inout Effects) throws(WireError)
+        -> RequestOutcome
+    {
         try checkTurn(of: player, session: session)
         guard case .offered(let turn) = phase else { return .ignored("the game has already started") }
         guard fx.context.brokerConnected else {
             throw WireError(.gatewayUnavailable, "The gateway cannot reach \(machine.name) right now; accept again in a moment.")
         }
         try requireStorage(fx)
-        if let price, let ledger = fx.context.chainLedger {
+        // What the offer said, whatever a reload made the price since.
+        if let price = turn.price, let ledger = fx.context.chainLedger {
             // The chain's ledger debits the game; it starts when the debit is answered.
-            return try askDebit(turn, price: price, ledger, &fx)
+            return try askDebit(turn, price: price, voucher: voucher, ledger, &fx)
         }
         var paid: Int64?
-        if let price, let balance = fx.balance(of: player) {
+        if let price = turn.price, let balance = fx.balance(of: player) {
             // Spent meanwhile (another machine's game): no coin, and the turn passes on.
             guard balance >= price else {
                 endTurn(.unpaid, &fx)

@@ -1,6 +1,7 @@
 import Clocks
 import Foundation
 import Logging
+import Protocol
 import Testing
 
 @testable import ClawGateway
@@ -72,5 +73,27 @@ import Testing
         sites.listening()
         await run(for: 3)
         #expect(sites.liveness(of: "arcade-1") == .unreachable, "never heard in the 3 s the router listened")
+    }
+}
+
+/// SPEC §9: the prices a site's directory lists are what the routers'
+/// vouchers carry; a directory with one that is not a price is refused whole.
+@Suite struct ChainSitesPriceTests {
+    @Test func aDirectorysPricesAreKeptAndOneThatIsNoPriceRefusesIt() {
+        let sites = ChainSites(prefix: "claw", clock: .system, logger: Logger(label: "test"))
+        func directory(_ price: Int64?) -> [UInt8] {
+            JSONCoding.encode(
+                ChainDirectory(
+                    site: "arcade-1",
+                    machines: [.init(id: "m1", imAccount: "claw_a1", name: "A1", price: price), .init(id: "m2", imAccount: "claw_a2", name: "A2")]))
+        }
+        _ = sites.receive(.directory(site: "arcade-1"), payload: directory(3))
+        #expect(sites.price(of: "claw_a1", at: "arcade-1") == 3 && sites.price(of: "m1", at: "arcade-1") == 3)
+        #expect(sites.price(of: "claw_a2", at: "arcade-1") == nil, "free")
+        for bad: Int64 in [0, -1, 1_000_001] {
+            _ = sites.receive(.directory(site: "arcade-1"), payload: directory(bad))
+            #expect(sites.price(of: "claw_a1", at: "arcade-1") == 3, "a price of \(bad) is none: the directory is refused")
+        }
+        #expect(sites.price(of: "claw_a1", at: "arcade-2") == nil, "another site's machine")
     }
 }

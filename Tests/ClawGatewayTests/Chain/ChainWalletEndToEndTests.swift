@@ -112,5 +112,86 @@ extension DatabaseSuites {
             }
             database.stop()
         }
+
+        /// SPEC §9, "No site spends another's money": a site's login (or a
+        /// stolen one) asks the chain's ledger to debit another site's player
+        /// without a voucher, with one made with a key of its own, with the
+        /// routers' voucher of another site's accept, and with its own valid
+        /// voucher for another session, and floods its wallet topic. Not a
+        /// credit moves, no answer says a balance, and a player accepting at
+        /// the other site meanwhile plays, debited once.
+        @Test func aHostileSiteMovesNoCreditAndStallsNoOtherSite() async throws {
+            let database = try PostgresServer.start()
+            try await ChainHarness.with { chain in
+                for site in chain.sites {
+                    try site.setCredits(price: 2)
+                    try await site.restart()
+                }
+                for site in chain.sites { try await site.waitReady() }
+                for router in chain.routers { try await router.waitReady(for: chain.sites) }
+                let recorder = try ChainHarness.RecorderNode(
+                    urls: chain.cluster.mqttURLs, database: database, extra: "credits:\n  topup_secret: \(Self.secret)\n  max_topup: 100\n")
+                try recorder.start()
+                try await recorder.waitReady()
+                let topUp = try await HeavySuites.CreditsEndToEndTests.topUp(
+                    base: recorder.base, #"{"provider":"netease","account":"ann","credits":10,"order":"ann-1"}"#)
+                #expect(topUp.status == 200, "\(topUp.body)")
+
+                // arcade-2's own login, as a tool of the site may log in.
+                let hostile = try await ChainTestClient(chain.cluster.mqttURLs, user: "site-arcade-2")
+                try await hostile.subscribe(["claw/arcade-2/wallet/ack"])
+                func debit(_ session: String, _ voucher: ChainVoucher?, account: String = "ann") -> [UInt8] {
+                    ChainWalletAsk(
+                        kind: .debit, session: session, provider: "netease", account: account, credits: 2, machine: "m3", voucher: voucher
+                    ).payload
+                }
+                let now = ChainCopy.milliseconds(Date())
+                let hostileAsks: [(String, [UInt8])] = [
+                    ("no voucher", debit("stolen-1", nil)),
+                    ("its own key", debit("stolen-2", ChainVoucher(
+                        key: "a-key-of-the-sites-own-000", site: "arcade-2", provider: "netease", account: "ann", session: "stolen-2",
+                        copy: "forged-2", receivedMS: now, price: 2))),
+                    ("another site's voucher", debit("stolen-3", ChainVoucher(
+                        key: ChainHarness.ledgerKey, site: "arcade-1", provider: "netease", account: "ann", session: "stolen-3",
+                        copy: "replayed-3", receivedMS: now, price: 2))),
+                    ("a voucher for another session", debit("stolen-4", ChainVoucher(
+                        key: ChainHarness.ledgerKey, site: "arcade-2", provider: "netease", account: "ann", session: "stolen-0",
+                        copy: "replayed-4", receivedMS: now, price: 2))),
+                ]
+                for (_, payload) in hostileAsks {
+                    try hostile.client.publish("claw/arcade-2/wallet", payload: payload, qos: .atLeastOnce, retain: false)
+                }
+                try await eventually("every hostile ask answered", timeout: .seconds(20)) {
+                    hostile.payloads(on: "claw/arcade-2/wallet/ack").count >= hostileAsks.count
+                }
+                for answer in hostile.payloads(on: "claw/arcade-2/wallet/ack") {
+                    let decoded = ChainWalletAnswer.decode(Array(answer.utf8))
+                    #expect(decoded?.result == .refused && decoded?.balance == nil, "refused, saying nothing of the wallet: \(answer)")
+                }
+
+                // The flood, then ann accepts at arcade-1 while it is settled.
+                let flood = (0..<3000).map { debit("flood-\($0)", nil, account: "p\($0 % 50)") }
+                for payload in flood { _ = try? hostile.client.publish("claw/arcade-2/wallet", payload: payload, qos: .atMostOnce, retain: false) }
+                try await chain.copy(from: "ann", to: "claw_m1", #"{"command":6,"data":"ann"}"#)
+                var session: String?
+                try await eventually("an offer to ann") {
+                    session = chain.replies(to: "ann").last { $0.code == .turnOffer }?.data
+                    return session != nil
+                }
+                try await chain.copy(from: "ann", to: "claw_m1", #"{"command":12,"data":"\#(session ?? "")"}"#)
+                try await eventually("ann's game started, debited", timeout: .seconds(15)) {
+                    chain.replies(to: "ann").contains { $0.code == .queuePosition && $0.data == "0" }
+                }
+                #expect(!chain.replies(to: "ann").contains { $0.code == .error }, "no refusal: the flood held her debit back less than its timeout")
+                #expect(
+                    try database.psql("SELECT kind || ' ' || credits || ' ' || coalesce(site, '-') FROM ledger WHERE account = 'ann' ORDER BY seq")
+                        == ["topup 10 -", "debit -2 arcade-1"])
+                #expect(try database.psql("SELECT count(*) FROM ledger WHERE kind = 'debit' AND site = 'arcade-2'") == ["0"])
+                #expect(await recorder.metric(#"claw_recorder_wallet_asks_total{result="debit_voucher_refused"}"#) ?? 0 >= 3)
+                #expect(try database.psql("SELECT count(*) FROM wallets w WHERE balance <> (SELECT sum(credits) FROM ledger l WHERE l.account = w.account AND l.provider = w.provider)") == ["0"])
+                await recorder.stop()
+            }
+            database.stop()
+        }
     }
 }

@@ -47,6 +47,12 @@ import Testing
         ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1] }\nim: {}\n", "im", "unknown key"),
         ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1] }\ncredits: { max_topup: 5 }\n", "credits.topup_secret", "is required"),
         ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1] }\ncredits: { topup_secret: 0123456789abcdef, price: 2 }\n", "credits.price", "unknown key"),
+        // SPEC §9, §11: with the chain's wallets, the routers' key and a read token.
+        ("recorder: { database: postgres://u@h/d, read_token: 0123456789abcdef }\nbus: { urls: [mqtt://x:1] }\ncredits: { topup_secret: 0123456789abcdef }\n", "recorder.ledger_key", "is required with credits"),
+        ("recorder: { database: postgres://u@h/d, ledger_key: 0123456789abcdef }\nbus: { urls: [mqtt://x:1] }\ncredits: { topup_secret: 0123456789abcdef }\n", "recorder.read_token", "is required with credits"),
+        ("recorder: { database: postgres://u@h/d, ledger_key: short }\nbus: { urls: [mqtt://x:1] }\n", "recorder.ledger_key", "16"),
+        ("recorder: { database: postgres://u@h/d, voucher_max_age: 0s }\nbus: { urls: [mqtt://x:1] }\n", "recorder.voucher_max_age", "longer than zero"),
+        ("recorder: { database: postgres://u@h/d, voucher_max_age: 100ms }\nbus: { urls: [mqtt://x:1] }\n", "recorder.voucher_max_age", "1s"),
     ])
     func aBadKeyIsNamed(yaml: String, path: String, message: String) throws {
         let error = try #require(throws: ConfigError.self) { try RecorderConfig.parse(yaml) }
@@ -136,6 +142,7 @@ extension DatabaseSuites {
                       database: \(database.url)
                       read_token: \(RecorderTests.readToken)
                       admin_token: \(RecorderTests.adminToken)
+                      ledger_key: \(ChainHarness.ledgerKey)
                       log_level: debug
                     bus:
                       urls: [\(broker.url)]
@@ -495,11 +502,16 @@ extension DatabaseSuites {
 
                 let adjust = "\(recorder.base)/v1/players/generic/zoe/adjust"
                 let admin = [("Authorization", "Bearer \(RecorderTests.adminToken)")]
-                #expect(try await HTTP.request(.POST, adjust, body: Array(#"{"credits":-1,"reason":"x"}"#.utf8)).status == 401)
-                let overdraft = try await HTTP.request(.POST, adjust, headers: admin, body: Array(#"{"credits":-41,"reason":"too much"}"#.utf8))
+                #expect(try await HTTP.request(.POST, adjust, body: Array(#"{"credits":-1,"reason":"x","key":"c-0"}"#.utf8)).status == 401)
+                let overdraft = try await HTTP.request(
+                    .POST, adjust, headers: admin, body: Array(#"{"credits":-41,"reason":"too much","key":"c-1"}"#.utf8))
                 #expect(overdraft.status == 409 && overdraft.json["code"] as? String == "insufficient_credits", "\(overdraft.body)")
-                let goodwill = try await HTTP.request(.POST, adjust, headers: admin, body: Array(#"{"credits":-5,"reason":"chargeback"}"#.utf8))
+                let goodwill = try await HTTP.request(
+                    .POST, adjust, headers: admin, body: Array(#"{"credits":-5,"reason":"chargeback","key":"c-1"}"#.utf8))
                 #expect(goodwill.status == 200 && goodwill.json["balance"] as? Int == 35, "\(goodwill.body)")
+                let retried = try await HTTP.request(
+                    .POST, adjust, headers: admin, body: Array(#"{"credits":-5,"reason":"chargeback","key":"c-1"}"#.utf8))
+                #expect(retried.status == 200 && retried.body == goodwill.body, "taken once: \(retried.body)")
 
                 #expect(try await recorder.read("/v1/players/generic/zoe/wallet", token: nil).status == 401)
                 let wallet = try await recorder.read("/v1/players/generic/zoe/wallet")

@@ -60,6 +60,7 @@ import Testing
     @Test(arguments: [
         ("router: { recipt_timeout: 1s }\n", "router.recipt_timeout", "did you mean receipt_timeout"),
         ("router: { read_token: short }\n", "router.read_token", "16"),
+        ("router: { ledger_key: short }\n", "router.ledger_key", "16"),
         ("router: { receipt_timeout: soon }\n", "router.receipt_timeout", "not a duration"),
         ("router: { listen: nowhere }\n", "router.listen", "host:port"),
         ("bus: { urls: [http://x:1] }\nim: { generic: { secret: s } }\n", "bus.urls[0]", "mqtt://"),
@@ -123,12 +124,12 @@ extension DatabaseSuites {
                 try await eventually("site \(name) to subscribe to its inbox") { !acks.items.isEmpty }
             }
 
-            /// Retained, as a site's link publishes it: `(id, im_account)` per machine.
-            func publishDirectory(_ machines: [(String, String)]) throws {
-                let directory = #"{"site":"\#(name)","machines":["#
-                    + machines.map { #"{"id":"\#($0.0)","im_account":"\#($0.1)","name":"Machine \#($0.0)"}"# }.joined(separator: ",")
-                    + "]}"
-                try client.publish(topics.directory, payload: Array(directory.utf8), qos: .atLeastOnce, retain: true)
+            /// Retained, as a site's link publishes it: `(id, im_account)` per machine, and `prices` by id where games cost.
+            func publishDirectory(_ machines: [(String, String)], prices: [String: Int64] = [:]) throws {
+                let directory = ChainDirectory(
+                    site: name,
+                    machines: machines.map { .init(id: $0.0, imAccount: $0.1, name: "Machine \($0.0)", price: prices[$0.0]) })
+                try client.publish(topics.directory, payload: JSONCoding.encode(directory), qos: .atLeastOnce, retain: true)
             }
 
             func heartbeat() throws {
@@ -164,6 +165,7 @@ extension DatabaseSuites {
                       listen: 127.0.0.1:\(port)
                       read_token: \(RouterTests.readToken)
                       receipt_timeout: \(receiptTimeout)
+                      ledger_key: \(ChainHarness.ledgerKey)
                     bus:
                       urls: [\(broker.url)]
                       username: router
@@ -302,6 +304,29 @@ extension DatabaseSuites {
                 #expect(second.headers.keys.sorted() == ["x-claw-signature", "x-claw-timestamp"])
 
                 #expect(try await router.metric(#"claw_router_routed_total{site="arcade-2"}"#) ?? 0 >= 1)
+            }
+        }
+
+        /// SPEC §9: the router attaches a voucher to an accept of a machine
+        /// whose games cost credits, made with its ledger key over what it
+        /// read itself (site, player, session, copy, price); a join, an
+        /// accept of a free machine, get none.
+        @Test func anAcceptOfAPricedMachineCarriesTheRoutersVoucherAndNothingElseDoes() async throws {
+            try await Self.with { router, sites, _ in
+                try sites[1].publishDirectory([("m1", "claw_b1"), ("m2", "claw_b2")], prices: ["m2": 3])
+                try await eventually("the price known") { router.app.router.sites.price(of: "claw_b2", at: "arcade-2") == 3 }
+                try await Self.heartbeats(router, sites)
+                _ = try await router.copy(from: "alice", to: "claw_b2", #"{"command":12,"data":"arcade-2-m2-7","serial":3}"#)
+                let accept = try #require(sites[1].copies.items.last)
+                let voucher = try #require(accept.voucher)
+                #expect(voucher.copy == accept.id && voucher.receivedMS == accept.receivedMS && voucher.price == 3)
+                #expect(voucher.isValid(key: ChainHarness.ledgerKey, site: "arcade-2", provider: "netease", account: "alice", session: "arcade-2-m2-7"))
+                #expect(!voucher.isValid(key: ChainHarness.ledgerKey, site: "arcade-1", provider: "netease", account: "alice", session: "arcade-2-m2-7"))
+                _ = try await router.copy(from: "alice", to: "claw_b2", #"{"command":6,"serial":4}"#)
+                #expect(sites[1].copies.items.last?.voucher == nil, "a join needs none")
+                _ = try await router.copy(from: "alice", to: "claw_b1", #"{"command":12,"data":"arcade-2-m1-1","serial":5}"#)
+                #expect(sites[1].copies.items.last?.voucher == nil, "a free machine's accept debits nothing")
+                #expect(try await router.metric("claw_router_vouchers_total") == 1)
             }
         }
 

@@ -52,7 +52,7 @@ struct CheckConfigCommandTests {
         let deploy = NATSCluster.deployDirectory
         let secrets = [
             "CLAW_READ_TOKEN": "read-token-0123456789", "CHAIN_PASSWORD_ROUTER": "r", "CHAIN_PASSWORD_RECORDER": "r",
-            "NIM_APP_SECRET": "s", "CHAIN_DB_PASSWORD": "p",
+            "NIM_APP_SECRET": "s", "CHAIN_DB_PASSWORD": "p", "CLAW_LEDGER_KEY": "ledger-key-0123456789abcdef",
         ]
         let router = try GatewayBinary.run(["check-config", "--config", deploy.appendingPathComponent("chain.yaml").path], environment: secrets)
         #expect(router.status == 0, "\(router.error)")

@@ -17,7 +17,7 @@ import Testing
     }
 
     @discardableResult
-    static func answer(_ game: inout PureGame, _ session: String, _ result: ChainWalletAnswer.Result, balance: Int64) -> Step<Void> {
+    static func answer(_ game: inout PureGame, _ session: String, _ result: ChainWalletAnswer.Result, balance: Int64?) -> Step<Void> {
         game.state.debitAnswered(ChainWalletAnswer(kind: .debit, session: session, result: result, balance: balance), game.context)
     }
 
@@ -28,7 +28,11 @@ import Testing
         let session = try #require(offer.data)
         let accept = game.send("alice", #"{"command":12,"data":"\#(session)"}"#)
         #expect(accept.commands.isEmpty, "no coin before the ledger's debit")
-        #expect(accept.chainWallet == [ChainWalletAsk(kind: .debit, session: session, provider: "app", account: "alice", credits: 2, machine: "m1")])
+        #expect(
+            accept.chainWallet == [
+                ChainWalletAsk(
+                    kind: .debit, session: session, provider: "app", account: "alice", credits: 2, machine: "m1", voucher: PureGame.routersVoucher)
+            ], "the ask carries the router's voucher, as it came")
         #expect(accept.asks.map(\.session) == [session])
         return session
     }
@@ -120,6 +124,30 @@ import Testing
         game.ackCoin()
         let won = game.result(true, session: session)
         #expect(won.games.last?.outcome == .won && won.chainWallet.isEmpty)
+    }
+
+    /// SPEC §9: an accept that came with no router's voucher (sent to the
+    /// site straight, not through a router) asks no debit: the chain's
+    /// ledger would refuse it, and the player is told at once.
+    @Test func anAcceptWithoutTheRoutersVoucherAsksNoDebit() throws {
+        var game = Self.game()
+        game.voucher = nil
+        let session = try #require(game.join("alice").offer(to: "alice")?.data)
+        let accept = game.send("alice", #"{"command":12,"data":"\#(session)"}"#)
+        #expect(accept.rejectedCode == .gatewayUnavailable)
+        #expect(accept.asks.isEmpty && accept.writes.isEmpty && game.status == .offered, "the offer stands")
+    }
+
+    /// SPEC §2: an answer that ends the player's own turn is always sent,
+    /// even within a second of another refusal of the same code.
+    @Test func aPaidGameTheChainRefusedIsAlwaysTold() throws {
+        var game = Self.game()
+        let session = try Self.ask(&game)
+        let refused = Self.answer(&game, session, .refused, balance: nil)
+        let told = refused.replies(to: "alice").filter { $0.code == .error }
+        #expect(told.map(\.data) == ["gateway_unavailable"])
+        #expect(
+            refused.replies.contains { $0.priority == .high && $0.message.code == .error }, "high priority: never held back as a repeated refusal")
     }
 
     @Test func anUnreachableChainRefusesTheAcceptAtOnce() throws {

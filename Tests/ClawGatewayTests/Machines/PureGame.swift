@@ -18,6 +18,13 @@ struct PureGame {
     var wallets: WalletBook?
     /// At a site of a chain whose games cost credits: the chain's ledger.
     var chainLedger: ChainLedgerContext?
+    /// The router's voucher every notification comes with in a chain (SPEC §9); nil: none.
+    var voucher: ChainVoucher? = PureGame.routersVoucher
+
+    /// A voucher as a router attaches it to an accept (its fields are the ledger's business, not the site's).
+    static let routersVoucher = ChainVoucher(
+        key: "routers-key-0123456789", site: "arcade-1", provider: "app", account: "alice", session: "s1", copy: "r1-copy", receivedMS: 1,
+        price: 2)
 
     static let machine = MachineConfig(
         id: "m1", name: "Pikachu", imAccount: "claw_m1", cameras: [CameraConfig(id: "1"), CameraConfig(id: "2")])
@@ -54,7 +61,7 @@ struct PureGame {
         do throws(WireError) {
             let request = try PlayerRequest(WireMessage.decode(Array(json.utf8)))
             try request.validate(cameras: Self.machine.cameraIDs)
-            return paid(state.handle(request, from: address, context))
+            return paid(state.handle(request, from: address, voucher: chainLedger == nil ? nil : voucher, context))
         } catch {
             Issue.record("the test sent a request the arcade would refuse: \(error)")
             return Step(outcome: .rejected(error), effects: [], writes: [])

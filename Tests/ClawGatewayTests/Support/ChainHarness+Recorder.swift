@@ -8,6 +8,9 @@ import Testing
 /// ``ChainHarness``: `claw-gateway record` against the chain's cluster, a
 /// site's shipping settings, and the games a site's SQLite file holds.
 extension ChainHarness {
+    /// The key the routers make the vouchers of accepts with and the recorder checks them with (SPEC §9).
+    static let ledgerKey = "chain-test-ledger-key-0123456789"
+
     /// One `claw-gateway record`, logged in as `recorder`, its recorder.yaml
     /// and log in its own folder; started, killed and started again by PID.
     final class RecorderNode {
@@ -34,6 +37,7 @@ extension ChainHarness {
                   listen: 127.0.0.1:\(port)
                   database: \(database.url)
                   read_token: \(Self.readToken)
+                  ledger_key: \(ChainHarness.ledgerKey)
                   log_level: info
                 bus:
                   urls: [\(urls.joined(separator: ", "))]

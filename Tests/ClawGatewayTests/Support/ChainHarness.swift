@@ -233,6 +233,7 @@ final class ChainHarness {
                 router:
                   listen: 127.0.0.1:\(port)
                   receipt_timeout: 1s
+                  ledger_key: \(ChainHarness.ledgerKey)
                 bus:
                   urls: [\(urls.joined(separator: ", "))]
                   username: router

@@ -46,10 +46,14 @@ final class ChainRecorder: Sendable {
     private let logger: Logger
     private let inbound: AsyncStream<MQTTMessage>
     private let continuation: AsyncStream<MQTTMessage>.Continuation
-    /// The sites' debits and refunds (SPEC §11), on a stream of their own: a
-    /// record retried while the database is slow never holds a debit back.
-    private let walletAsks: AsyncStream<MQTTMessage>
-    private let walletContinuation: AsyncStream<MQTTMessage>.Continuation
+    /// The sites' debits and refunds (SPEC §11) wait in lines of their own
+    /// (``RecorderState/asks``), served by a loop of their own: a record
+    /// retried while the database is slow never holds a debit back. This
+    /// wakes that loop.
+    private let walletWakes: AsyncStream<Void>
+    private let wakeWallet: AsyncStream<Void>.Continuation
+    /// `recorder.ledger_key` and `voucher_max_age`: what a debit's voucher must be (SPEC §9).
+    let vouchers: VoucherPolicy
     private let state = Mutex(RecorderState())
     private let warnings = LogLimiter()
 
@@ -78,7 +82,8 @@ final class ChainRecorder: Sendable {
         var backlog = 0
         /// Debits and refunds asked, by kind and answer ("malformed", "unanswered" for those not answered).
         var wallet: [String: Int] = [:]
-        var walletBacklog = 0
+        /// The asks waiting, a line per site, served in turn.
+        var asks = SiteAskQueues<MQTTMessage>(perSite: ChainRecorder.walletLinePerSite)
     }
 
     /// What the recorder says of itself, for `/readyz` and the metrics.
@@ -94,13 +99,14 @@ final class ChainRecorder: Sendable {
         var wallet: [String: Int]
     }
 
-    init(bus: BusSettings, store: RecorderStore, clock: GameClock, logger: Logger) throws(MQTTError) {
+    init(bus: BusSettings, store: RecorderStore, vouchers: VoucherPolicy, clock: GameClock, logger: Logger) throws(MQTTError) {
         self.store = store
+        self.vouchers = vouchers
         self.clock = clock
         self.logger = logger
         prefix = bus.topicPrefix
         (inbound, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
-        (walletAsks, walletContinuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
+        (walletWakes, wakeWallet) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         // Clean session false: the cluster keeps what was published for the
         // recorder while it was away. A record is well under 1 KB.
         let everySite = ChainTopics.everySite(prefix: bus.topicPrefix)
@@ -117,7 +123,7 @@ final class ChainRecorder: Sendable {
     func shutdown() async {
         await bus.shutdown()
         continuation.finish()
-        walletContinuation.finish()
+        wakeWallet.finish()
     }
 
     var status: Status {
@@ -148,43 +154,80 @@ final class ChainRecorder: Sendable {
         }
     }
 
-    /// Answers the sites' debits and refunds as they come, one at a time,
-    /// until the stream ends (``shutdown()``).
+    /// The most asks one transaction settles: one durable commit for all.
+    static let walletGroup = 64
+    /// The most asks one site may have waiting; beyond, its asks are dropped.
+    static let walletLinePerSite = 1000
+
+    /// Answers the sites' debits and refunds as they come, in groups that
+    /// serve the sites in turn (``SiteAskQueues``), each group one
+    /// transaction, until the recorder shuts down.
     func runWallet() async {
-        for await message in walletAsks {
-            state.withLock { $0.walletBacklog -= 1 }
-            if Task.isCancelled { return }
-            await settle(message)
+        for await _ in walletWakes {
+            while !Task.isCancelled {
+                let group = state.withLock { $0.asks.take(Self.walletGroup) }
+                if group.isEmpty { break }
+                await settle(group)
+            }
         }
     }
 
-    /// One debit or refund: written (or found) in the ledger, then answered
-    /// on the site's `wallet/ack`. Not retried when the database is away: a
+    /// One group of debits and refunds: each checked (a voucher the routers
+    /// did not make for it is refused without a look at the wallet), the
+    /// rest settled in one transaction, then every answer published on its
+    /// site's `wallet/ack`. Not retried when the database is away: a
     /// debit's site has stopped waiting after `chain.wallet_timeout`, and a
     /// refund comes again from the site's outbox.
-    private func settle(_ message: MQTTMessage) async {
-        guard let site = site(of: message.topic, level: .wallet) else { return }
-        guard let ask = ChainWalletAsk.decode(message.payload), ask.credits > 0, ask.credits <= Self.maxWalletCredits,
-            !ask.session.isEmpty, !ask.provider.isEmpty, !ask.account.isEmpty,
-            [ask.session, ask.provider, ask.account].allSatisfy({ $0.utf8.count <= RecorderStore.maxWalletField })
-        else {
-            countWallet("malformed")
-            warn("wallet_malformed", "A debit or refund that does not decode, or names no game: not answered", [
-                "chain.site": .string(site), "chain.bytes": "\(message.payload.count)",
-            ])
-            return
+    private func settle(_ group: [(site: String, ask: MQTTMessage)]) async {
+        var asks: [RecorderStore.SiteAsk] = []
+        let now = clock.wallNow()
+        for (site, message) in group {
+            guard let ask = ChainWalletAsk.decode(message.payload), ask.credits > 0, ask.credits <= ChainWalletAsk.maxCredits,
+                !ask.session.isEmpty, !ask.provider.isEmpty, !ask.account.isEmpty,
+                [ask.session, ask.provider, ask.account].allSatisfy({ $0.utf8.count <= RecorderStore.maxWalletField })
+            else {
+                countWallet("malformed")
+                warn("wallet_malformed", "A debit or refund that does not decode, or names no game: not answered", [
+                    "chain.site": .string(site), "chain.bytes": "\(message.payload.count)",
+                ])
+                continue
+            }
+            if let problem = vouchers.problem(ask, site: site, now: now) {
+                // Refused alike whatever the wallet holds: nothing of it is said.
+                countWallet("debit_voucher_refused")
+                warn("wallet_voucher", "A debit without a valid voucher of the routers: refused, nothing taken", [
+                    "chain.site": .string(site), "game.session": .string(String(ask.session.prefix(64))), "chain.problem": .string(problem),
+                ])
+                answer(ChainWalletAnswer(kind: ask.kind, session: ask.session, result: .refused, balance: nil), site: site)
+                continue
+            }
+            asks.append(RecorderStore.SiteAsk(site: site, ask: ask))
         }
-        let answer: ChainWalletAnswer
+        guard !asks.isEmpty else { return }
+        let answers: [ChainWalletAnswer?]
+        let started = ContinuousClock.now
         do {
-            answer = try await store.settle(ask, site: site)
+            answers = try await store.settle(asks)
+            RecorderMetrics.walletLatency.recordNanoseconds(Int64((ContinuousClock.now - started).seconds * 1e9))
         } catch {
-            countWallet("unanswered")
+            for _ in asks { countWallet("unanswered") }
             warn(
-                "wallet_database", "A debit or refund not answered: the database cannot be reached",
-                RecorderStore.shape(error, "settle a wallet ask").metadata(["chain.site": .string(site), "game.session": .string(ask.session)]))
+                "wallet_database", "Debits and refunds not answered: the database cannot be reached",
+                RecorderStore.shape(error, "settle wallet asks").metadata(["chain.asks": "\(asks.count)"]))
             return
         }
-        countWallet("\(ask.kind.rawValue)_\(answer.result.rawValue)")
+        for (item, answer) in zip(asks, answers) {
+            guard let answer else {
+                countWallet("unanswered")
+                continue
+            }
+            countWallet("\(item.ask.kind.rawValue)_\(answer.result.rawValue)")
+            self.answer(answer, site: item.site)
+        }
+    }
+
+    /// Publishes an answer on the site's `wallet/ack`, QoS 1.
+    private func answer(_ answer: ChainWalletAnswer, site: String) {
         do {
             try client.publish(
                 ChainTopics(prefix: prefix, site: site).walletAck, payload: answer.payload, qos: .atLeastOnce, retain: false)
@@ -194,9 +237,6 @@ final class ChainRecorder: Sendable {
         }
     }
 
-    /// The most a site may ask for one game: anything above is not a price.
-    static let maxWalletCredits: Int64 = 1_000_000
-
     private func countWallet(_ key: String) {
         state.withLock { $0.wallet[key, default: 0] += 1 }
     }
@@ -205,9 +245,13 @@ final class ChainRecorder: Sendable {
     /// while it is down, so that `readyz` tells the truth when no record comes.
     func watchDatabase() async {
         var delay = Self.backoff.lowerBound
+        var rounds = 0
         while !Task.isCancelled {
             if await store.probe() {
                 delay = Self.backoff.lowerBound
+                rounds += 1
+                // Every 10 s: the vouchers and closed sessions no debit can use any more.
+                if rounds % 5 == 1 { try? await store.forgetSpentVouchers(olderThan: vouchers.remembered) }
                 do { try await clock.sleep(clock.now() + .seconds(2)) } catch { return }
             } else {
                 do { try await clock.sleep(clock.now() + delay) } catch { return }
@@ -323,13 +367,16 @@ final class ChainRecorder: Sendable {
     // MARK: On the client's thread
 
     private func received(_ message: MQTTMessage) {
-        if site(of: message.topic, level: .wallet) != nil {
+        if let site = site(of: message.topic, level: .wallet) {
+            // A site's line is bounded: its flood is its own loss, no other site's.
             let held = state.withLock { state -> Bool in
-                guard state.walletBacklog < Self.backlogLimit else { return false }
-                state.walletBacklog += 1
+                guard state.asks.append(message, site: site) else {
+                    state.wallet["dropped", default: 0] += 1
+                    return false
+                }
                 return true
             }
-            if held { walletContinuation.yield(message) } else { countWallet("dropped") }
+            if held { wakeWallet.yield() }
             return
         }
         let held = state.withLock { state -> Bool in

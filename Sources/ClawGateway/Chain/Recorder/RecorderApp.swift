@@ -21,7 +21,8 @@ struct RecorderApp {
     static func build(config: RecorderConfig, logger: Logger, clock: GameClock = .system) throws -> RecorderApp {
         RecorderMetrics.prepare()
         let store = RecorderStore(url: config.recorder.database, logger: logger)
-        let recorder = try ChainRecorder(bus: config.bus, store: store, clock: clock, logger: logger)
+        let vouchers = VoucherPolicy(key: config.recorder.ledgerKey, maxAge: config.recorder.voucherMaxAge)
+        let recorder = try ChainRecorder(bus: config.bus, store: store, vouchers: vouchers, clock: clock, logger: logger)
         let routes = RecorderRoutes(recorder: recorder, logger: logger, now: clock.wallNow)
         let http = application(config: config, routes: routes, logger: logger)
         let services: [any Service] = [store.client, RecorderService(recorder: recorder, logger: logger), http]

@@ -38,8 +38,8 @@ enum RecorderMetrics {
     static let backlog = registry.makeGauge(descriptor: family("recorder_backlog", "", "Records received and not yet written."))
     /// What became of the sites' debits and refunds (SPEC §11).
     static let walletResults = [
-        "debit_debited", "debit_insufficient", "debit_refused", "refund_refunded", "refund_nothing_to_refund", "malformed", "unanswered",
-        "dropped",
+        "debit_debited", "debit_insufficient", "debit_refused", "debit_voucher_refused", "refund_refunded", "refund_nothing_to_refund",
+        "malformed", "unanswered", "dropped",
     ]
     static let wallet = Dictionary(
         uniqueKeysWithValues: walletResults.map { result in
@@ -49,10 +49,15 @@ enum RecorderMetrics {
                     registry.makeCounter(
                         descriptor: family(
                             "recorder_wallet_asks", "total",
-                            "The sites' debits and refunds (SPEC §11), by what became of them: <kind>_<answer>, malformed (not answered), unanswered (PostgreSQL could not be reached), dropped (too many waiting)."),
+                            "The sites' debits and refunds (SPEC §11), by what became of them: <kind>_<answer>, debit_voucher_refused (no valid voucher of the routers, SPEC §9), malformed (not answered), unanswered (PostgreSQL could not be reached), dropped (the site had \(ChainRecorder.walletLinePerSite) waiting)."),
                         labels: [("result", result)]))
             )
         })
+    static let walletLatency = registry.makeDurationHistogram(
+        descriptor: family(
+            "recorder_wallet_group_latency", "seconds",
+            "Time to settle one group of the sites' debits and refunds (one transaction, its durable COMMIT included)."),
+        buckets: [0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000].map { .microseconds(Int64($0 * 1000)) })
     static let busUp = registry.makeGauge(
         descriptor: family("recorder_bus_up", "", "1 when the recorder is connected to the chain's cluster and holds its subscription."))
     static let busConnects = Mirror(
@@ -60,7 +65,7 @@ enum RecorderMetrics {
 
     /// Makes every series.
     static func prepare() {
-        _ = (records, wallet, databaseUp, writeFailures, writeLatency, acks, dropped, backlog, busUp, busConnects)
+        _ = (records, wallet, walletLatency, databaseUp, writeFailures, writeLatency, acks, dropped, backlog, busUp, busConnects)
     }
 
     /// Brings the series read from the recorder up to date: before a scrape.

@@ -44,9 +44,26 @@ extension RecorderStore {
         """,
     ]
 
+    /// An operator's adjustment is keyed (SPEC §11): the key, once per
+    /// wallet, kept beside its entry with the body's digest and the balance
+    /// the adjustment left, so that a retry is answered as the first was.
+    static let adjustKeysMigration = [
+        """
+        CREATE TABLE adjust_keys (
+            provider text NOT NULL,
+            account text NOT NULL,
+            key text NOT NULL,
+            digest text NOT NULL,
+            balance bigint NOT NULL,
+            at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (provider, account, key)
+        )
+        """
+    ]
+
     /// Offers a top-up or an adjustment to the chain's ledger in a
     /// transaction of its own (a site's debits and refunds:
-    /// ``settle(_:site:)``).
+    /// ``settle(_:)``).
     func append(_ entry: LedgerEntry) async throws -> LedgerAppend {
         try await migrate()
         do {
@@ -62,8 +79,16 @@ extension RecorderStore {
         let (key, digest, credits) = (entry.key, entry.digest, entry.credits)
         return try await timed { [client, logger] in
             try await client.withTransaction(logger: logger) { connection -> LedgerAppend in
+                try await Self.commitDurably(connection, logger)
                 let balance = try await Self.lockWallet(provider: provider, account: account, connection, logger)
-                if let key {
+                if let key, kind == LedgerEntry.Kind.adjust.rawValue {
+                    for try await (kept, first) in try await connection.query(
+                        "SELECT digest, balance FROM adjust_keys WHERE provider = \(provider) AND account = \(account) AND key = \(key)",
+                        logger: logger
+                    ).decode((String, Int64).self) {
+                        return kept == digest ? .duplicate(balance: first) : .conflict
+                    }
+                } else if let key {
                     for try await kept in try await connection.query(
                         "SELECT digest FROM ledger WHERE kind = \(kind) AND key = \(key)", logger: logger
                     ).decode(String?.self) {
@@ -73,6 +98,13 @@ extension RecorderStore {
                 let after = balance + credits
                 guard after >= 0 else { return .insufficient(balance: balance) }
                 try await Self.write(entry, site: nil, after: after, connection, logger)
+                if let key, kind == LedgerEntry.Kind.adjust.rawValue {
+                    try await connection.query(
+                        """
+                        INSERT INTO adjust_keys (provider, account, key, digest, balance)
+                        VALUES (\(provider), \(account), \(key), \(digest ?? ""), \(after))
+                        """, logger: logger)
+                }
                 return .written(balance: after)
             }
         }
@@ -80,9 +112,9 @@ extension RecorderStore {
 
     /// Locks a wallet's row (made at 0 if it has none) for the rest of the
     /// transaction, and returns its balance: every change to one wallet
-    /// takes its turn here. The transaction commits durably.
+    /// takes its turn here. The caller's transaction commits durably
+    /// (``commitDurably(_:_:)``).
     static func lockWallet(provider: String, account: String, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
-        try await commitDurably(connection, logger)
         var balance: Int64 = 0
         for try await value in try await connection.query(
             """
@@ -97,9 +129,10 @@ extension RecorderStore {
     }
 
     /// Writes an entry whose wallet is locked, and the wallet's balance after it.
+    /// An adjustment's key is not the ledger's (``adjustKeysMigration``).
     static func write(_ entry: LedgerEntry, site: String?, after: Int64, _ connection: PostgresConnection, _ logger: Logger) async throws {
         let (provider, account, kind) = (entry.wallet.provider, entry.wallet.accid, entry.kind.rawValue)
-        let (key, reason, digest, credits, at) = (entry.key, entry.reason, entry.digest, entry.credits, entry.at)
+        let (key, reason, digest, credits, at) = (entry.ledgerKey, entry.reason, entry.digest, entry.credits, entry.at)
         try await connection.query(
             """
             INSERT INTO ledger (provider, account, kind, credits, key, reason, digest, site, at)
@@ -115,30 +148,37 @@ extension RecorderStore {
         return (error as? PSQLError)?.serverInfo?[.sqlState] == "23505"
     }
 
-    /// A wallet's balance and its entries, newest first; read within the readers' share of the pool.
+    /// A wallet's balance and its entries, newest first, as one moment saw
+    /// them: one statement, so that the balance is the sum of the entries it
+    /// shows with (a change committed between two reads would show a
+    /// balance its entries do not explain); within the readers' share of the pool.
     func wallet(_ player: PlayerAddress, limit: Int, offset: Int) async throws -> WalletPage {
         let (provider, account) = (player.provider, player.accid)
-        let entries: [LedgerEntry] = try await read(
+        return try await read(
             """
-            SELECT kind, credits, key, reason, digest, at FROM ledger WHERE provider = \(provider) AND account = \(account)
-            ORDER BY seq DESC LIMIT \(Int64(limit)) OFFSET \(Int64(offset))
+            WITH w AS (SELECT balance FROM wallets WHERE provider = \(provider) AND account = \(account)),
+                 e AS (SELECT seq, kind, credits, key, reason, digest, at FROM ledger
+                       WHERE provider = \(provider) AND account = \(account)
+                       ORDER BY seq DESC LIMIT \(Int64(limit)) OFFSET \(Int64(offset)))
+            SELECT COALESCE((SELECT balance FROM w), 0), e.kind, e.credits, e.key, e.reason, e.digest, e.at
+            FROM (SELECT 1) AS one LEFT JOIN e ON true
+            ORDER BY e.seq DESC
             """
         ) { rows in
+            var balance: Int64 = 0
             var entries: [LedgerEntry] = []
-            for try await (kind, credits, key, reason, digest, at) in rows.decode((String, Int64, String?, String?, String?, Date).self) {
+            for try await (kept, kind, credits, key, reason, digest, at) in rows.decode(
+                (Int64, String?, Int64?, String?, String?, String?, Date?).self)
+            {
+                balance = kept
+                guard let kind, let credits, let at else { continue }
                 entries.append(
                     LedgerEntry(
                         wallet: player, kind: LedgerEntry.Kind(rawValue: kind) ?? .adjust, credits: credits, key: key, reason: reason,
                         digest: digest, at: at))
             }
-            return entries
+            return WalletPage(balance: balance, entries: entries)
         }
-        let balance: Int64 = try await read("SELECT balance FROM wallets WHERE provider = \(provider) AND account = \(account)") { rows in
-            var balance: Int64 = 0
-            for try await value in rows.decode(Int64.self) { balance = value }
-            return balance
-        }
-        return WalletPage(balance: balance, entries: entries)
     }
 
     /// Wallets whose kept balance is not the sum of their entries: none,

@@ -144,6 +144,10 @@ final class RecorderStore: Sendable {
             "ALTER TABLE games ADD COLUMN evidence jsonb",
             "ALTER TABLE games ADD COLUMN evidence_missing jsonb",
         ],
+        // SPEC §9: a debit only with a router's voucher, each used once.
+        vouchersMigration,
+        // SPEC §11: an operator's adjustment is keyed, once per wallet.
+        adjustKeysMigration,
     ]
 
     /// Brings the schema to the last version, under an advisory lock: two
@@ -312,7 +316,7 @@ final class RecorderStore: Sendable {
     /// mends: SQLSTATE class 22 (data exception: a NUL byte in a name, a
     /// number out of range), 23 (a constraint) and 54 (a program limit: a
     /// value too long for an index row).
-    private static func dataRefusal(_ error: any Error) -> Refused? {
+    static func dataRefusal(_ error: any Error) -> Refused? {
         var error: (any Error)? = error
         if let transaction = error as? PostgresTransactionError { error = transaction.closureError ?? transaction.commitError }
         guard let psql = error as? PSQLError, let state = psql.serverInfo?[.sqlState], ["22", "23", "54"].contains(String(state.prefix(2)))

@@ -51,13 +51,16 @@ final class ChainRouter: Sendable {
     private let idPrefix: String
     /// The copies waiting for their receipt.
     let receipts: ReceiptWaits
+    /// `router.ledger_key`: what the vouchers of accepts are made with (SPEC §9); nil makes none.
+    private let ledgerKey: String?
     private let warnings = LogLimiter()
 
     init(
-        bus: BusSettings, receiptTimeout: Duration, maxCommandsPerSecond: Int = 10, players: any PlayerChannel, clock: GameClock,
-        logger: Logger
+        bus: BusSettings, receiptTimeout: Duration, maxCommandsPerSecond: Int = 10, ledgerKey: String? = nil, players: any PlayerChannel,
+        clock: GameClock, logger: Logger
     ) throws(MQTTError) {
         self.receiptTimeout = receiptTimeout
+        self.ledgerKey = ledgerKey
         limits = PlayerLimits(perSecond: maxCommandsPerSecond)
         self.players = players
         self.clock = clock
@@ -150,7 +153,7 @@ final class ChainRouter: Sendable {
         let id = idPrefix + Signatures.nonce(bytes: 8)
         let message = ChainCopy(
             id: id, provider: copy.provider, received: copy.received, deadline: deadline(for: copy), headers: copy.headers,
-            body: copy.body)
+            body: copy.body, voucher: voucher(for: copy, id: id, site: site))
         let topic = ChainTopics(prefix: sites.prefix, site: site).inbox
         let outcome = await receipts.wait(id: id, site: site, timeout: receiptTimeout) { () throws(MQTTError) in
             try client.publish(topic, payload: message.payload, qos: .atLeastOnce, retain: false)
@@ -190,6 +193,23 @@ final class ChainRouter: Sendable {
 
     /// Time left for a receipt to come back from a copy played at its deadline.
     static let receiptMargin: Duration = .milliseconds(200)
+
+    /// The voucher of an accept (12) of a machine whose games cost credits
+    /// (SPEC §9): the site's only way to have the chain's ledger debit the
+    /// player for it. Made over what the router itself read and verified (the
+    /// player, the session they accepted), the copy's id and time, and the
+    /// price the site's directory lists; nil for anything else, or without
+    /// `router.ledger_key`.
+    private func voucher(for copy: RouterCopy, id: String, site: String) -> ChainVoucher? {
+        guard let ledgerKey, let price = sites.price(of: copy.to, at: site),
+            let command = try? WireMessage.decode(copy.attach), let request = try? PlayerRequest(command),
+            case .accept(let session) = request.command
+        else { return nil }
+        RouterMetrics.vouchers.increment()
+        return ChainVoucher(
+            key: ledgerKey, site: site, provider: copy.provider, account: copy.from, session: session, copy: id,
+            receivedMS: ChainCopy.milliseconds(copy.received), price: price)
+    }
 
     /// A copy no site takes: the player is told (once a second per code at
     /// most), the IM service answered as a site would have answered it.

@@ -27,7 +27,7 @@ struct ChainRouterApp {
         let replies = Replies(im: config.im, clock: clock, logger: logger, players: players)
         let router = try ChainRouter(
             bus: config.bus, receiptTimeout: config.router.receiptTimeout, maxCommandsPerSecond: config.router.maxCommandsPerSecond,
-            players: replies.channel, clock: clock, logger: logger)
+            ledgerKey: config.router.ledgerKey, players: replies.channel, clock: clock, logger: logger)
         let routes = RouterRoutes(router: router, im: config.im, logger: logger, now: clock.wallNow)
         let http = HTTPServer.service(router: Self.routes(config: config, routes: routes), http: config.router.http, ingress: nil, logger: logger)
         let services: [any Service] = replies.services + [RouterService(router: router, clock: clock, logger: logger), http]

@@ -212,6 +212,7 @@ final class ChainSites: Sendable {
             }
             let long = decoded.machines.first { machine in
                 [machine.id, machine.imAccount, machine.name].contains { $0.isEmpty || $0.utf8.count > Self.maxNameBytes }
+                    || machine.price.map { !(1...ChainWalletAsk.maxCredits).contains($0) } == true
             }
             guard decoded.machines.count <= Self.maxMachines, long == nil else {
                 logger.error(
@@ -285,6 +286,15 @@ final class ChainSites: Sendable {
             case 1: return .site(sites[0])
             default: return .disputed(sites)
             }
+        }
+    }
+
+    /// The price `site`'s directory lists for the machine `to` names (its
+    /// IM account, or its id): what a voucher for it carries (SPEC §9); nil
+    /// where its games are free.
+    func price(of to: String, at site: String) -> Int64? {
+        state.withLock { state in
+            state.directories[site]?.machines.first { $0.imAccount == to || $0.id == to }?.price
         }
     }
 

@@ -53,6 +53,10 @@ enum RouterMetrics {
         descriptor: family(
             "router_receipts_foreign", "total",
             "Receipts for one of this router's copies that came from another site than the copy went to: ignored (SPEC §9, no site speaks for another)."))
+    static let vouchers = registry.makeCounter(
+        descriptor: family(
+            "router_vouchers", "total",
+            "Vouchers attached to accepts of machines whose games cost credits (SPEC §9): the only way a site's debit is taken."))
     static let beats = registry.makeCounter(
         descriptor: family("router_beats", "total", "Beats published on the sites' inboxes."))
     static let busUp = registry.makeGauge(
@@ -79,7 +83,7 @@ enum RouterMetrics {
 
     /// Makes every series known in advance.
     static func prepare() {
-        _ = (copies, refused, local, latency, lateReceipts, foreignReceipts, beats, busUp, busConnects, sites, sitesReachable)
+        _ = (copies, refused, local, latency, lateReceipts, foreignReceipts, vouchers, beats, busUp, busConnects, sites, sitesReachable)
     }
 
     /// Brings the gauges read from the router up to date: before a scrape.

@@ -58,7 +58,7 @@ struct ChainInbox: Sendable {
             return .handled
         }
         let headers = copy.headers
-        ingress.answer(ingress.handle(route, body: copy.body, header: { headers[$0] }), on: eventLoop) { answer in
+        ingress.answer(ingress.handle(route, body: copy.body, header: { headers[$0] }, voucher: copy.voucher), on: eventLoop) { answer in
             acknowledge(ChainReceipt(copy, answer))
         }
         return .handled

@@ -116,12 +116,13 @@ final class ChainLedgerDesk: Sendable {
             let sent = state.withLock { $0.refundsSent.removeValue(forKey: answer.session) }
             _ = writer.submit([.chainRefundAnswered(session: answer.session)], machine: -1)
             // Told once, with the balance the ledger has after it (SPEC §11, 14).
-            guard let refund = sent?.refund, answer.result == .refunded, let arcade = wiring.withLock({ $0.arcade }) else { return }
+            guard let refund = sent?.refund, answer.result == .refunded, let balance = answer.balance, let arcade = wiring.withLock({ $0.arcade })
+            else { return }
             arcade.tell(
                 PlayerReply(
                     to: PlayerAddress(accid: refund.account, provider: refund.provider),
                     message: WireMessage(
-                        .creditsChanged, data: String(answer.balance), session: refund.session, change: refund.credits,
+                        .creditsChanged, data: String(balance), session: refund.session, change: refund.credits,
                         reason: LedgerEntry.Kind.refund.rawValue),
                     priority: .high, expires: nil))
         }

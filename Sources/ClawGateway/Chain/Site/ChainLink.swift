@@ -93,8 +93,16 @@ final class ChainLink: Sendable {
         }
     }
 
+    /// The directory: each machine's id, IM account, name, and the price
+    /// of its games where they cost credits (what the routers' vouchers
+    /// carry, SPEC §9).
     static func directory(site: String, _ machines: [MachineConfig]) -> [UInt8] {
-        JSONCoding.encode(ChainDirectory(site: site, machines: machines.map { .init(id: $0.id, imAccount: $0.imAccount, name: $0.name) }))
+        JSONCoding.encode(
+            ChainDirectory(
+                site: site,
+                machines: machines.map { machine in
+                    .init(id: machine.id, imAccount: machine.imAccount, name: machine.name, price: machine.price.flatMap { $0 > 0 ? $0 : nil })
+                }))
     }
 
     /// A reload changed the site's machines: the routers learn it from the
