@@ -33,13 +33,27 @@ public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
     /// carried by the command 9 that answers (SPEC §11).
     public var balance: Int64?
     public var price: Int64?
+    /// This refusal ends the player's own turn (a paid game the chain's
+    /// wallets refused): told whatever else the player was refused lately.
+    public var endsTurn: Bool
 
-    public init(_ code: ErrorCode, _ message: String, balance: Int64? = nil, price: Int64? = nil) {
+    public init(_ code: ErrorCode, _ message: String, balance: Int64? = nil, price: Int64? = nil, endsTurn: Bool = false) {
         self.code = code
         self.message = message
         self.balance = balance
         self.price = price
+        self.endsTurn = endsTurn
     }
+
+    /// Whether the player is always told this (SPEC §2): it ends, refuses or
+    /// changes their own turn, game or wallet, and their client waits on
+    /// it; never held back as a refusal repeated within a second is.
+    public var isAlwaysTold: Bool {
+        endsTurn || Self.alwaysTold.contains(code)
+    }
+
+    /// The codes that say what became of the player's own turn or money.
+    public static let alwaysTold: Set<ErrorCode> = [.insufficientCredits, .offerExpired, .noResult, .machineFault]
 
     public var description: String { "\(code.rawValue): \(message)" }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Prometheus
 import Protocol
+import Synchronization
 
 /// A machine's metric handles, made once when the machine is (so every
 /// series is on `/metrics` at 0 from the start), and its statistics for
@@ -22,6 +23,7 @@ struct MachineMetrics: Sendable {
     private let ackLatency: DurationHistogram
     private let dropped: [ErrorCode: Counter]
     private let games: [GameOutcome: Counter]
+    private let faultCodes = FaultCodeLabels()
     private let machine: String
 
     /// Ack latency buckets: a PC on the arcade's LAN acks in a few
@@ -84,13 +86,34 @@ struct MachineMetrics: Sendable {
             if let outcome = event.outcome { games[outcome]?.increment() }
         case .fault:
             // By the board's code: a series made on the first fault of each
-            // (codes are checked short and plain, MachineFaultReport).
+            // (codes are checked short and plain, MachineFaultReport), for the
+            // first few codes of the machine; a PC inventing codes gets `other`.
             GatewayMetrics.registry.makeCounter(
-                descriptor: GatewayMetrics.Family.faults, labels: [("machine", machine), ("code", event.data ?? "")]
+                descriptor: GatewayMetrics.Family.faults, labels: [("machine", machine), ("code", faultCodes.label(event.data ?? ""))]
             ).increment()
         default:
             break
         }
         stats.record(event, at: wall())
+    }
+}
+
+/// The codes a machine's fault series are labelled with: the first
+/// ``limit`` a machine reports, then `other`, so that a PC that reports a
+/// new code with every fault cannot make series without end.
+final class FaultCodeLabels: Sendable {
+    /// A board has a dozen codes; this is room for all of them.
+    static let limit = 16
+    static let other = "other"
+    private let seen = Mutex<Set<String>>([])
+
+    /// The label a fault of `code` is counted under.
+    func label(_ code: String) -> String {
+        seen.withLock { seen in
+            if seen.contains(code) { return code }
+            guard seen.count < Self.limit, code != Self.other else { return Self.other }
+            seen.insert(code)
+            return code
+        }
     }
 }

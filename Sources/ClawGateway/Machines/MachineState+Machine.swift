@@ -367,6 +367,8 @@ extension MachineState {
         turn.coinSerial = open.coinSerial
         turn.coinAcked = open.coinAcked
         turn.paid = game.paid
+        // An offer sent again says what a game costs now: that is what its accept debits.
+        turn.price = price
         switch open.phase {
         case .offered:
             phase = .offered(turn)
@@ -374,9 +376,7 @@ extension MachineState {
             // running is offered again with the time it has left.
             if left > .zero {
                 let seconds = Int(left.seconds.rounded(.up))
-                reply(
-                    player.address, offer(game.id, to: player.address, serial: takeSerial(), timeout: seconds, fx), .high, &fx,
-                    expires: turn.deadline)
+                reply(player.address, offer(turn, serial: takeSerial(), timeout: seconds, fx), .high, &fx, expires: turn.deadline)
             }
         case .playing, .awaitingResult:
             phase = open.phase == .playing ? .playing(turn) : .awaitingResult(turn)

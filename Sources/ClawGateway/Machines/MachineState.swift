@@ -54,6 +54,9 @@ struct MachineState: Sendable {
         /// In a chain: the debit is asked of the chain's ledger and not
         /// answered yet; at this moment the accept is given up on.
         var debitAskedUntil: Duration?
+        /// What the offer (11) said a game costs (SPEC §11): what the accept
+        /// debits, whatever a reload made the price meanwhile; nil: free.
+        var price: Int64? = nil
     }
 
     /// Whose turn it is.
@@ -324,7 +327,8 @@ struct MachineState: Sendable {
         sessionsMade += 1
         let session = "\(sessionPrefix)\(sessionsMade)"
         let deadline = fx.now.uptime + settings.acceptTimeout
-        let turn = Turn(player: entry, session: session, deadline: deadline, offeredAt: fx.now.wall)
+        var turn = Turn(player: entry, session: session, deadline: deadline, offeredAt: fx.now.wall)
+        turn.price = price
         phase = .offered(turn)
         fx.writes.append(.dequeue(machine: id, player: entry.address))
         writeOpenGame(&fx)
@@ -335,7 +339,7 @@ struct MachineState: Sendable {
             $0.session = session
         }
         let timeout = Int(settings.acceptTimeout.seconds.rounded(.up))
-        reply(entry.address, offer(session, to: entry.address, serial: takeSerial(), timeout: timeout, fx), .high, &fx, expires: deadline)
+        reply(entry.address, offer(turn, serial: takeSerial(), timeout: timeout, fx), .high, &fx, expires: deadline)
     }
 
     /// Closes the game record with `outcome`; the machine is free again.
@@ -417,12 +421,16 @@ struct MachineState: Sendable {
         fx.list.append(.reply(PlayerReply(to: player, message: message, priority: priority, expires: expires)))
     }
 
-    /// A refusal: the answer to a request that was not taken.
+    /// A refusal: the answer to a request that was not taken. Refusals of
+    /// what a player sends too often are held back to one of a code a
+    /// second (``PlayerLimits``); one that ends, refuses or changes the
+    /// player's own turn, game or wallet (``WireError/isAlwaysTold``) always
+    /// goes out (SPEC §2): the player's client waits on it.
     func reply(_ player: PlayerAddress, error: WireError, serial: Int64? = nil, _ fx: inout Effects) {
         reply(
             player,
             WireMessage(.error, data: error.code.rawValue, serial: serial, message: error.message, balance: error.balance, price: error.price),
-            .normal, &fx)
+            error.isAlwaysTold ? .high : .normal, &fx)
     }
 
     /// A command 9 that answers no request: the player's turn changed without

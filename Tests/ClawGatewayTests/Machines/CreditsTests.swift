@@ -71,6 +71,23 @@ import Testing
         #expect(refused.games.first?.outcome == .unpaid)
         #expect(refused.offer(to: "bob") != nil, "the turn passes on")
         #expect(book.balance(of: Self.player("alice")) == 0)
+        // SPEC §2: it ends her turn, so it is always told, never held back
+        // as a second refusal within a second would be.
+        #expect(refused.replies.contains { $0.to.accid == "alice" && $0.message.data == "insufficient_credits" && $0.priority == .high })
+    }
+
+    /// SPEC §11: a reload that changes the price meanwhile changes nothing
+    /// for a turn already offered: the offer's price is what is debited.
+    @Test func theOffersPriceIsWhatTheAcceptDebits() throws {
+        var game = Self.game(["alice": 5])
+        let offer = try #require(game.join("alice").offer(to: "alice"))
+        #expect(offer.price == 2)
+        var dearer = game.state.machine
+        dearer.price = 4
+        _ = game.state.reconfigure(dearer, settings: game.state.settings, game.context)
+        let accept = game.send("alice", #"{"command":12,"data":"\#(offer.data ?? "")"}"#)
+        #expect(accept.ledger.first?.credits == -2, "the offer said 2")
+        #expect(Self.balance(game, "alice") == 3)
     }
 
     @Test func aWonOrLostGameWithItsCoinAckedIsNotPaidBack() throws {
