@@ -57,28 +57,42 @@ struct Gateway {
             ArcadeFeed.GatewayStatus(
                 brokerConnected: mqtt.isConnected, storageWritable: writer.isWritable, repliesFailed: GatewayMetrics.repliesFailed)
         }
+        // A site of a chain keeps its own link to the chain's cluster (SPEC §9):
+        // its connection is made here, once, for the link and the ledger desk.
+        let chainBus = try config.chain.map { chain throws(MQTTError) in
+            try ChainLink.bus(settings: chain, prefix: config.mqtt.topicPrefix, wallet: config.credits != nil, logger: logger)
+        }
         // Games cost credits (SPEC §11): every balance, read from the ledger;
         // at a site of a chain the chain's ledger keeps them, asked over the link.
         let wallets = try config.chain == nil ? config.credits.map { credits throws(StorageError) in
             try Wallets(settings: credits, writer: writer, logger: logger)
         } : nil
-        let chainLedger = config.credits == nil ? nil : config.chain.map { chain in
-            ChainLedgerDesk(
-                timeout: chain.walletTimeout, store: store, writer: writer, resendInterval: chain.resendInterval, clock: clock, logger: logger)
+        let chainLedger = config.credits == nil ? nil : config.chain.flatMap { chain in
+            chainBus.map { bus in
+                ChainLedgerDesk(
+                    timeout: chain.walletTimeout, bus: bus, topics: ChainTopics(prefix: config.mqtt.topicPrefix, site: chain.site), store: store,
+                    writer: writer, resendInterval: chain.resendInterval, clock: clock, logger: logger)
+            }
+        }
+        let ledger: any GameLedger
+        if let wallets {
+            ledger = wallets
+        } else if let chainLedger {
+            ledger = chainLedger
+        } else {
+            ledger = FreeGames(writer: writer)
         }
         if exportsMetrics, wallets != nil { CreditsMetrics.prepare() }
         let appServer = AppServer.make(config: config, store: store, client: replies.client, clock: clock, wallets: wallets, logger: logger)
         var environment = MachineEnvironment(
             clock: clock, publisher: mqtt, players: replies.channel, writer: writer, deadlines: Deadlines(),
-            limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger)
+            limits: PlayerLimits(perSecond: config.game.maxCommandsPerSecond), logger: logger, ledger: ledger)
         // A video of every game (SPEC §14): the keeper hears games end as an observer.
         let evidence = config.evidence.map { settings in
             EvidenceKeeper(settings: settings, machines: config.machines, store: store, clock: clock, logger: logger)
         }
         if exportsMetrics, let evidence { EvidenceMetrics.prepare(evidence) }
         environment.observers = [feed] + (appServer.map { [$0.mirror] } ?? []) + (evidence.map { [$0] } ?? [])
-        environment.wallets = wallets
-        environment.chainLedger = chainLedger
         let arcade = try Arcade(config: config, environment: environment)
         appServer?.attach(arcade)
         writer.start()
@@ -88,17 +102,17 @@ struct Gateway {
             handle: { message in arcade.route(message) })
         // The one ingress: HTTP copies and a chain's inbox alike (SPEC §9).
         let ingress = Ingress(arcade: arcade, im: config.im, logger: logger, now: clock.wallNow)
-        // A site of a chain keeps its own link to the chain's cluster (SPEC §9);
-        // copies from its inbox go through the same ingress as HTTP copies.
-        let chainLink = try config.chain.map { chain throws(MQTTError) in
-            let inbox = ChainInbox(
-                ingress: ingress, maxAge: chain.inboxMaxAge, wallNow: clock.wallNow, logger: logger,
-                eventLoop: replies.client.eventLoopGroup.any())
-            return try ChainLink(
-                settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger,
-                inbox: inbox, store: store, ledger: chainLedger)
+        // Copies from a chain's inbox go through the same ingress as HTTP copies.
+        let chainLink = config.chain.flatMap { chain in
+            chainBus.map { bus in
+                let inbox = ChainInbox(
+                    ingress: ingress, maxAge: chain.inboxMaxAge, wallNow: clock.wallNow, logger: logger,
+                    eventLoop: replies.client.eventLoopGroup.any())
+                return ChainLink(
+                    bus: bus, settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger,
+                    inbox: inbox, store: store, ledger: chainLedger)
+            }
         }
-        if let chainLink, let chainLedger { chainLedger.attach(link: chainLink, arcade: arcade) }
         let exporter: (@Sendable () -> String)? =
             exportsMetrics
             ? { @Sendable in

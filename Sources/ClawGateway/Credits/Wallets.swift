@@ -16,9 +16,10 @@ import Synchronization
 ///
 /// What a machine's transition decides (a debit with the game's start, a
 /// refund with its end) is submitted with the game's own writes, in one
-/// transaction (``Machine``); a top-up or an operator's adjustment is a
-/// transaction of its own, answered once it is durable.
-final class Wallets: WalletKeeper {
+/// transaction (``transact(machine:_:)``, the site's ledger as its
+/// machines see it, ``GameLedger``); a top-up or an operator's adjustment is
+/// a transaction of its own, answered once it is durable (``WalletKeeper``).
+final class Wallets: WalletKeeper, GameLedger {
     let settings: CreditsSettings
     private let writer: StorageWriter
     private let book: Mutex<WalletBook>
@@ -33,22 +34,17 @@ final class Wallets: WalletKeeper {
         CreditsMetrics.wallets.set(to: Double(book.withLock { $0.count }))
     }
 
-    /// Runs `decide` under the wallets' lock when games cost credits (with the
-    /// book; nil when games are free), then applies the ledger entries among
-    /// the writes it returns and submits the writes for `machine`, before the
-    /// lock is released: the ledger reaches the file in the order it was
-    /// decided. A machine's transition and the closing of orphaned games go
-    /// through here.
-    static func submit<R: Sendable>(
-        _ wallets: Wallets?, to writer: StorageWriter, machine: Int, _ decide: (WalletBook?) -> (R, [StoreChange])
-    ) -> (R, StorageWriter.Ticket?) {
-        func run(_ book: WalletBook?) -> (R, StorageWriter.Ticket?) {
-            let (result, writes) = decide(book)
-            book?.apply(writes)
+    /// Runs `decide` under the wallets' lock with the book, then applies the
+    /// ledger entries among the writes it returns and submits the writes for
+    /// `machine`, before the lock is released: the ledger reaches the file in
+    /// the order it was decided. A machine's transition and the closing of
+    /// orphaned games go through here.
+    func transact<R: Sendable>(machine: Int, _ decide: (LedgerView) -> (R, [StoreChange])) -> (R, StorageWriter.Ticket?) {
+        book.withLock { book in
+            let (result, writes) = decide(LedgerView(book: book))
+            book.apply(writes)
             return (result, writes.isEmpty ? nil : writer.submit(writes, machine: machine))
         }
-        guard let wallets else { return run(nil) }
-        return wallets.book.withLock { run($0) }
     }
 
     func balance(of player: PlayerAddress) -> Int64 {

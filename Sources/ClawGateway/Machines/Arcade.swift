@@ -123,24 +123,26 @@ final class Arcade: Sendable {
         let orphans = try writer.store.openGames(notOn: machines)
         guard !orphans.isEmpty else { return }
         let now = clock.wallNow()
-        let closed = orphans.flatMap { game in
-            var game = game
-            game.endedAt = now
-            game.outcome = game.startedAt == nil ? .expired : .noResult
-            // A started game it paid for is paid back (SPEC §11), with its end;
-            // in a chain also a turn whose debit was asked.
-            let inChain = environment.chainLedger != nil
-            let refund: StoreChange? = game.paid.flatMap { paid in
-                guard inChain || game.startedAt != nil else { return nil }
-                return .refund(
-                    paid, to: PlayerAddress(accid: game.player, provider: game.provider), session: game.id, machine: game.machine,
-                    inChain: inChain, at: now)
+        // No machine waits on this write: an index no machine has. Through
+        // the ledger, like every change to a wallet.
+        _ = environment.ledger.transact(machine: -1) { money in
+            let closed = orphans.flatMap { game in
+                var game = game
+                game.endedAt = now
+                game.outcome = game.startedAt == nil ? .expired : .noResult
+                // A started game it paid for is paid back (SPEC §11), with its end;
+                // in a chain also a turn whose debit was asked.
+                let inChain = money.chain != nil
+                let refund: StoreChange? = game.paid.flatMap { paid in
+                    guard inChain || game.startedAt != nil else { return nil }
+                    return .refund(
+                        paid, to: PlayerAddress(accid: game.player, provider: game.provider), session: game.id, machine: game.machine,
+                        inChain: inChain, at: now)
+                }
+                return [StoreChange.game(game)] + (refund.map { [$0] } ?? [])
             }
-            return [StoreChange.game(game)] + (refund.map { [$0] } ?? [])
+            return ((), closed)
         }
-        // No machine waits on this write: an index no machine has. Under the
-        // wallets' lock, like every change to a wallet.
-        _ = Wallets.submit(environment.wallets, to: writer, machine: -1) { _ in ((), closed) }
         environment.logger.notice(
             "Games open on machines no longer in the config closed",
             metadata: ["games.closed": .string(orphans.map { "\($0.machine)/\($0.id)" }.joined(separator: ","))])
@@ -353,6 +355,23 @@ final class Arcade: Sendable {
     }
 
     /// Runs the deadlines until the task is cancelled.
+    /// Acts on what the ledger reports (the chain's answers to the
+    /// machines' debits, a refund to tell), until the task is cancelled or
+    /// the ledger has nothing more: as the writer's reports, in the arcade's
+    /// own task. A ledger that never reports (free games, a site's wallets)
+    /// ends at once.
+    func runLedgerReports() async {
+        guard let reports = environment.ledger.reports else { return }
+        for await report in reports {
+            switch report {
+            case .debitAnswered(let answer):
+                _ = machines.first { $0.debitAnswered(answer) }
+            case .tell(let reply):
+                tell(reply)
+            }
+        }
+    }
+
     func runDeadlines() async {
         await deadlines.run(clock: clock) { [self] index in machine(at: index)?.fireDeadlines() }
     }

@@ -16,6 +16,7 @@ struct ArcadeService: Service {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await arcade.runDeadlines() }
             group.addTask { await arcade.runStorageReports() }
+            group.addTask { await arcade.runLedgerReports() }
             try? await gracefulShutdown()
             group.cancelAll()
         }

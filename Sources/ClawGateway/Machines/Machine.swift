@@ -366,13 +366,12 @@ final class Machine: Sendable {
     ) -> (Outcome, StorageWriter.Ticket?) {
         let connected = environment.publisher.isConnected
         let writable = environment.writer.isWritable
-        let chainLedger = environment.chainLedger.map { ChainLedgerContext(timeout: $0.timeout, reachable: $0.reachable) }
         let (outcome, ticket, schedule) = guarded.withLock { guarded in
             afterwards(&guarded)
-            let (step, ticket) = Wallets.submit(environment.wallets, to: environment.writer, machine: index) { wallets in
+            let (step, ticket) = environment.ledger.transact(machine: index) { money in
                 let context = TransitionContext(
-                    now: environment.clock.moment(), brokerConnected: connected, storageWritable: writable, wallets: wallets,
-                    chainLedger: chainLedger)
+                    now: environment.clock.moment(), brokerConnected: connected, storageWritable: writable, wallets: money.book,
+                    chainLedger: money.chain)
                 let step = body(&guarded.game, context)
                 return (step, step.writes)
             }
@@ -467,7 +466,7 @@ final class Machine: Sendable {
             case .reply(let reply):
                 send(reply)
             case .askDebit(let ask):
-                environment.chainLedger?.ask(ask)
+                environment.ledger.ask(ask)
             case .gone:
                 leave()
             }

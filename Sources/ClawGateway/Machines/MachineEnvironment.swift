@@ -59,11 +59,9 @@ struct MachineEnvironment: Sendable {
     /// Who else hears of each snapshot and event: the live feed (`GET
     /// /v1/stream`, the dashboard), the chatroom mirror.
     var observers: [any MachineObserver] = []
-    /// The players' wallets when games cost credits (SPEC §11).
-    var wallets: Wallets? = nil
-    /// At a site of a chain whose games cost credits: the chain's ledger,
-    /// which debits them (SPEC §11).
-    var chainLedger: ChainLedgerDesk? = nil
+    /// Where games are paid from (SPEC §11): nowhere, the site's wallets,
+    /// or the chain's ledger; every transition goes through it.
+    var ledger: any GameLedger
 
     static func randomSessionPrefix() -> String {
         Signatures.nonce(bytes: 6) + "-"

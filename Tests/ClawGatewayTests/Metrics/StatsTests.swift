@@ -223,3 +223,16 @@ import Testing
         await game.stop()
     }
 }
+
+/// SPEC §12's `claw_machine_faults_total{machine,code}`: a PC that reports a
+/// new code with every fault cannot make series without end.
+@Suite struct FaultCodeLabelTests {
+    @Test func aMachinesFirstCodesAreTheirOwnAndTheRestOther() {
+        let labels = FaultCodeLabels()
+        let codes = (0..<FaultCodeLabels.limit).map { "code-\($0)" }
+        #expect(codes.map(labels.label) == codes)
+        #expect(labels.label("code-0") == "code-0", "a code seen keeps its series")
+        #expect(labels.label("one-too-many") == "other" && labels.label("another") == "other")
+        #expect(FaultCodeLabels().label("claw_rise_timeout") == "claw_rise_timeout", "each machine has its own")
+    }
+}

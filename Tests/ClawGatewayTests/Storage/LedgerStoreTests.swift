@@ -111,7 +111,7 @@ import Testing
             id: "s1", machine: "m1", player: "alice", nick: "Alice", provider: "netease", offeredAt: Self.at, startedAt: Self.at,
             endedAt: nil, outcome: nil, commands: 0,
             open: OpenGame(phase: .playing, deadline: Self.at, coinSerial: 7, coinAcked: true))
-        _ = Wallets.submit(wallets, to: writer, machine: 0) { _ in ((), [.game(game), .ledger(Self.entry(.debit, -2, key: "s1"))]) }
+        _ = wallets.transact(machine: 0) { _ in ((), [.game(game), .ledger(Self.entry(.debit, -2, key: "s1"))]) }
         await writer.flush()
         #expect(try store.restore(machine: "m1").openGames.first?.paid == 2)
         #expect(try store.walletsOutOfBalance().isEmpty)

@@ -125,7 +125,7 @@ final class GameHarness: Sendable {
         let environment = MachineEnvironment(
             clock: gameClock, publisher: publisher, players: players, writer: writer,
             deadlines: Deadlines(), limits: PlayerLimits(perSecond: settings.maxCommandsPerSecond), logger: Logger(label: "test"),
-            sessionPrefix: prefix)
+            sessionPrefix: prefix, ledger: FreeGames(writer: writer))
         let arcade = try Arcade(config: Self.config(settings: settings), environment: environment)
         self.arcade = arcade
         machine = arcade.machines[0]

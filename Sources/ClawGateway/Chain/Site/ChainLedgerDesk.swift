@@ -3,10 +3,12 @@ import Logging
 import Protocol
 import Synchronization
 
-/// A chain site's window on the chain's ledger (SPEC §11): it asks for each
-/// game's debit over the site's link (`<prefix>/<site>/wallet`, QoS 1) and
-/// hands the answer (`wallet/ack`) to the machine that asked; it sends the
-/// refunds the site owes from their durable outbox (``GameStore/unansweredRefunds(limit:)``)
+/// A chain site's window on the chain's ledger (SPEC §11), the site's
+/// ``GameLedger`` when its games cost credits: it asks for each game's
+/// debit over the site's link (`<prefix>/<site>/wallet`, QoS 1, with the
+/// router's voucher of the accept, SPEC §9) and reports each answer
+/// (`wallet/ack`) to the machines through ``reports``; it sends the refunds
+/// the site owes from their durable outbox (``GameStore/unansweredRefunds(limit:)``)
 /// until the ledger answers each.
 ///
 /// A debit is asked once per accept: with no answer within
@@ -15,21 +17,22 @@ import Synchronization
 /// was asked and whose game never started owes a refund like a failed game:
 /// the ledger pays back only a debit it holds, and closes the session
 /// otherwise, so that a debit that comes late can take nothing.
-final class ChainLedgerDesk: Sendable {
+///
+/// It publishes on the site's ``BusLink`` (the link's own connection, made
+/// once by the wiring and handed to both), and hears the answers from the
+/// link (``answered(_:)``): it holds no reference to the link or the arcade.
+final class ChainLedgerDesk: GameLedger {
     let timeout: Duration
+    private let bus: BusLink
+    private let topics: ChainTopics
     private let store: GameStore
     private let writer: StorageWriter
     private let resendInterval: Duration
     private let clock: GameClock
     private let logger: Logger
-    private let wiring = Mutex(Wiring())
     private let state = Mutex(DeskState())
-
-    /// What the desk reaches once the gateway is put together.
-    private struct Wiring {
-        var link: ChainLink?
-        var arcade: Arcade?
-    }
+    let reports: AsyncStream<LedgerReport>?
+    private let report: AsyncStream<LedgerReport>.Continuation
 
     private struct DeskState {
         /// Refunds sent and not answered, by session: when last sent.
@@ -39,22 +42,34 @@ final class ChainLedgerDesk: Sendable {
     /// The most refunds read from the outbox per round.
     static let batch = 500
 
-    init(timeout: Duration, store: GameStore, writer: StorageWriter, resendInterval: Duration, clock: GameClock, logger: Logger) {
+    init(
+        timeout: Duration, bus: BusLink, topics: ChainTopics, store: GameStore, writer: StorageWriter, resendInterval: Duration,
+        clock: GameClock, logger: Logger
+    ) {
         self.timeout = timeout
+        self.bus = bus
+        self.topics = topics
         self.store = store
         self.writer = writer
         self.resendInterval = resendInterval
         self.clock = clock
         self.logger = logger
-    }
-
-    func attach(link: ChainLink, arcade: Arcade) {
-        wiring.withLock { $0 = Wiring(link: link, arcade: arcade) }
+        let (reports, report) = AsyncStream.makeStream(of: LedgerReport.self)
+        self.reports = reports
+        self.report = report
     }
 
     /// Whether an ask can go out now: the link is up with its subscriptions.
     var reachable: Bool {
-        wiring.withLock { $0.link }?.bus.state == .up
+        bus.state == .up
+    }
+
+    /// A transition at a site of a chain: it knows how the chain's ledger is
+    /// reached, no balance (the chain's are not the site's), and its writes
+    /// (a debit's ask, a refund in the outbox) are the site's own.
+    func transact<R: Sendable>(machine: Int, _ decide: (LedgerView) -> (R, [StoreChange])) -> (R, StorageWriter.Ticket?) {
+        let (result, writes) = decide(LedgerView(chain: ChainLedgerContext(timeout: timeout, reachable: reachable)))
+        return (result, writes.isEmpty ? nil : writer.submit(writes, machine: machine))
     }
 
     /// A machine's debit, durable as asked: out now. Not sent (the link
@@ -91,9 +106,8 @@ final class ChainLedgerDesk: Sendable {
     }
 
     private func publish(_ ask: ChainWalletAsk) {
-        guard let link = wiring.withLock({ $0.link }) else { return }
         do {
-            try link.client.publish(link.topics.wallet, payload: ask.payload, qos: .atLeastOnce, retain: false)
+            try bus.client.publish(topics.wallet, payload: ask.payload, qos: .atLeastOnce, retain: false)
         } catch {
             logger.debug(
                 "A debit or refund not sent to the chain's ledger now", metadata: error.shape.metadata(["game.session": .string(ask.session)]))
@@ -110,21 +124,20 @@ final class ChainLedgerDesk: Sendable {
         case .debit:
             // To the machine whose turn it is; none holds it any more (the
             // turn ended, the site restarted): the turn's end settles it.
-            guard let arcade = wiring.withLock({ $0.arcade }) else { return }
-            _ = arcade.machines.first { $0.debitAnswered(answer) }
+            report.yield(.debitAnswered(answer))
         case .refund:
             let sent = state.withLock { $0.refundsSent.removeValue(forKey: answer.session) }
             _ = writer.submit([.chainRefundAnswered(session: answer.session)], machine: -1)
             // Told once, with the balance the ledger has after it (SPEC §11, 14).
-            guard let refund = sent?.refund, answer.result == .refunded, let balance = answer.balance, let arcade = wiring.withLock({ $0.arcade })
-            else { return }
-            arcade.tell(
-                PlayerReply(
-                    to: PlayerAddress(accid: refund.account, provider: refund.provider),
-                    message: WireMessage(
-                        .creditsChanged, data: String(balance), session: refund.session, change: refund.credits,
-                        reason: LedgerEntry.Kind.refund.rawValue),
-                    priority: .high, expires: nil))
+            guard let refund = sent?.refund, answer.result == .refunded, let balance = answer.balance else { return }
+            report.yield(
+                .tell(
+                    PlayerReply(
+                        to: PlayerAddress(accid: refund.account, provider: refund.provider),
+                        message: WireMessage(
+                            .creditsChanged, data: String(balance), session: refund.session, change: refund.credits,
+                            reason: LedgerEntry.Kind.refund.rawValue),
+                        priority: .high, expires: nil)))
         }
     }
 }

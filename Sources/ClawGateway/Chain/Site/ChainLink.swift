@@ -63,25 +63,22 @@ final class ChainLink: Sendable {
         var problem: String?
     }
 
+    /// - Parameters:
+    ///   - bus: the link's connection (``bus(settings:prefix:wallet:logger:)``),
+    ///     which the chain's ledger desk publishes its asks on too.
     init(
-        settings: ChainSettings, prefix: String, machines: [MachineConfig], clock: GameClock, logger: Logger,
+        bus: BusLink, settings: ChainSettings, prefix: String, machines: [MachineConfig], clock: GameClock, logger: Logger,
         inbox: ChainInbox? = nil, store: GameStore? = nil, ledger: ChainLedgerDesk? = nil
-    ) throws(MQTTError) {
+    ) {
         site = settings.site
         self.inbox = inbox
         self.ledger = ledger
+        self.bus = bus
         (shippingWakes, wakeShipping) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         topics = ChainTopics(prefix: prefix, site: settings.site)
-        var logger = logger
-        logger[metadataKey: "chain.site"] = .string(settings.site)
-        self.logger = logger
+        self.logger = Self.logger(logger, site: settings.site)
         self.clock = clock
         directory = Mutex(Self.directory(site: settings.site, machines))
-        // Copies are a few KB; the cluster refuses more than 1 MB anyway.
-        bus = try BusLink(
-            role: .site, bus: settings.busSettings(prefix: prefix),
-            subscriptions: [topics.inbox, topics.recordsAck] + (ledger == nil ? [] : [topics.walletAck]), cleanSession: false,
-            maxInboundPayload: 1 << 20, logger: logger)
         let client = bus.client
         let topics = topics
         records = store.map { store in
@@ -91,6 +88,25 @@ final class ChainLink: Sendable {
                     try client.publish(topics.records, payload: payload, qos: .atLeastOnce, retain: false)
                 })
         }
+    }
+
+    /// The site link's connection to the cluster (SPEC §9): MQTT 3.1.1,
+    /// client id `claw-site-<site>`, clean session false, subscribed to the
+    /// site's inbox, its records' acknowledgement and, with the chain's
+    /// wallets (`wallet`), its ledger's answers.
+    static func bus(settings: ChainSettings, prefix: String, wallet: Bool, logger: Logger) throws(MQTTError) -> BusLink {
+        let topics = ChainTopics(prefix: prefix, site: settings.site)
+        // Copies are a few KB; the cluster refuses more than 1 MB anyway.
+        return try BusLink(
+            role: .site, bus: settings.busSettings(prefix: prefix),
+            subscriptions: [topics.inbox, topics.recordsAck] + (wallet ? [topics.walletAck] : []), cleanSession: false,
+            maxInboundPayload: 1 << 20, logger: Self.logger(logger, site: settings.site))
+    }
+
+    private static func logger(_ logger: Logger, site: String) -> Logger {
+        var logger = logger
+        logger[metadataKey: "chain.site"] = .string(site)
+        return logger
     }
 
     /// The directory: each machine's id, IM account, name, and the price
