@@ -44,7 +44,7 @@ extension HeavySuites {
                 """.write(to: ffmpeg, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: ffmpeg.path)
             let path = "\(tools.path):\(ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")"
-            try await Self.withCameras(evidence: "cut_timeout: 2s", launcher: { _ in ["/usr/bin/env", "PATH=\(path)"] }) { site, _ in
+            try await Self.withCameras(evidence: "min_free: 64MiB\ncut_timeout: 2s", launcher: { _ in ["/usr/bin/env", "PATH=\(path)"] }) { site, _ in
                 try await eventually("both cameras recording", timeout: .seconds(30)) { await bothRecording(site) }
                 let session = try await play(site, "ann")
                 let game = try await record(site, session)
@@ -71,9 +71,12 @@ extension HeavySuites {
         /// nginx-rtmp with m1's red camera 1 and blue camera 2, and a site
         /// recording them (evidence pad 1 s), for `body`; the gateway's log
         /// printed when it fails, everything stopped after.
-        /// `evidence` adds keys to the section (one `key: value` a line).
+        /// `evidence` adds keys to the section (one `key: value` a line):
+        /// by default a `min_free` of 64 MiB, so that a test machine with
+        /// less than the default 2 GiB free still records.
         static func withCameras(
-            simulate: Bool = true, http: String = "", evidence: String = "", launcher: @escaping (TestSite) -> [String] = { _ in [] },
+            simulate: Bool = true, http: String = "", evidence: String = "min_free: 64MiB",
+            launcher: @escaping (TestSite) -> [String] = { _ in [] },
             _ body: (E2ESite, RTMPServer) async throws -> Void
         ) async throws {
             let rtmp = try RTMPServer()
