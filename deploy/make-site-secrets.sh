@@ -279,11 +279,13 @@ if $make_logins; then
     for id in "${machines[@]}"; do
         cat >> "$work/acl" <<EOF
 
-# Machine $id. Its PC: commands and coins in; acks, results, its state
-# (retained, and its last will) and its board's faults out.
+# Machine $id. Its PC: commands, coins and the confirmations of its
+# results in; acks, results, its state (retained, and its last will) and its
+# board's faults out.
 user $id
 topic read $prefix/$id/control
 topic read $prefix/$id/camera
+topic read $prefix/$id/result/ack
 topic write $prefix/$id/ack
 topic write $prefix/$id/result
 topic write $prefix/$id/state

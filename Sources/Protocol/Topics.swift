@@ -29,11 +29,16 @@ public struct Topics: Sendable, Equatable {
 
     /// The machine and kind of a topic under this prefix, or nil.
     public func parse(_ topic: String) -> (machine: String, kind: MachineTopic)? {
-        let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count >= 3, let kind = MachineTopic(rawValue: String(parts[parts.count - 1])) else { return nil }
+        var parts = topic.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        // The one kind of two levels: `result/ack`.
+        if parts.count >= 4, parts.suffix(2).joined(separator: "/") == MachineTopic.resultAck.rawValue {
+            parts.removeLast()
+            parts[parts.count - 1] = MachineTopic.resultAck.rawValue
+        }
+        guard parts.count >= 3, let kind = MachineTopic(rawValue: parts[parts.count - 1]) else { return nil }
         let head = parts[0..<(parts.count - 2)].joined(separator: "/")
         guard head == prefix else { return nil }
-        return (String(parts[parts.count - 2]), kind)
+        return (parts[parts.count - 2], kind)
     }
 }
 
@@ -45,8 +50,11 @@ public enum MachineTopic: String, Sendable, CaseIterable {
     case camera
     /// PC → gateway: command 5 acknowledging a gateway serial.
     case ack
-    /// PC → gateway: command 4.
+    /// PC → gateway: command 4, numbered by the PC (`serial`), repeated until confirmed.
     case result
+    /// Gateway → PC, QoS 1, never retained: ``ResultConfirmation``, once
+    /// the result with that serial is on disk (SPEC §4).
+    case resultAck = "result/ack"
     /// PC → gateway, retained, will `offline`: ``Presence``.
     case state
     /// PC → gateway, QoS 1, never retained: a fault its board reported,

@@ -26,6 +26,12 @@ struct TopicsTests {
         #expect(Topics().parse("claw/m1/nope") == nil)
         #expect(Topics().parse("claw/ack") == nil)
         #expect(Topics().parse("claw/x/m1/ack") == nil)
+        #expect(Topics().machine("m1", .resultAck) == "claw/m1/result/ack")
+        #expect(Topics().parse("claw/m1/result/ack")?.kind == .resultAck && Topics().parse("claw/m1/result/ack")?.machine == "m1")
+        #expect(Topics(prefix: "site/claw").parse("site/claw/m2/result/ack")?.machine == "m2")
+        #expect(Topics().parse("claw/m1/x/result/ack") == nil)
+        // A machine named `result` keeps its own ack topic.
+        #expect(Topics().parse("claw/result/ack")?.kind == .ack && Topics().parse("claw/result/ack")?.machine == "result")
     }
 }
 
@@ -48,5 +54,14 @@ struct ChainTopicsTests {
             #expect(ChainTopics.site(of: topic, prefix: "claw", level: .records) == nil && ChainTopics.site(of: topic, prefix: "claw", level: .wallet) == nil, "\(topic)")
         }
         #expect(ChainTopics.split("claw/a/m1/queue", prefix: "claw").map { [$0.site, $0.rest] } == ["a", "m1/queue"])
+    }
+
+    @Test("a result's confirmation is {\"serial\":N}, and nothing else reads as one")
+    func resultConfirmation() {
+        #expect(String(decoding: ResultConfirmation(serial: 1_763_719_200_000_001).encoded(), as: UTF8.self) == #"{"serial":1763719200000001}"#)
+        #expect(ResultConfirmation.decode(Array(#"{"serial":42}"#.utf8)) == ResultConfirmation(serial: 42))
+        for bad in [#"{"serial":"42"}"#, #"{"serial":4.5}"#, #"{"id":42}"#, "[42]", "42", "", #"{"serial":null}"#] {
+            #expect(ResultConfirmation.decode(Array(bad.utf8)) == nil, "\(bad)")
+        }
     }
 }

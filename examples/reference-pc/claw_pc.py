@@ -65,6 +65,7 @@ def home_gantry():
 
 # --- Protocol -----------------------------------------------------------------
 MOVE, GRAB, CAMERA, RESULT, ACK, ADD_COINS, RESET = 1, 2, 3, 4, 5, 1001, 1002
+RESULT_REPEAT = 2.0  # seconds between repeats of a result not confirmed on result/ack
 
 
 def as_int(value):
@@ -138,6 +139,13 @@ class ClawPC:
         base = f"{args.topic_prefix}/{args.machine}"
         self.control, self.state = f"{base}/control", f"{base}/state"
         self.ack, self.result = f"{base}/ack", f"{base}/result"
+        self.result_ack = f"{base}/result/ack"
+        # Results not confirmed yet by the gateway, by serial: (payload, give up at).
+        # Serials start from this run's start time, a million a second: no run
+        # of this PC reuses an earlier one's, without keeping a file.
+        self.results_lock = threading.Lock()
+        self.unconfirmed = {}
+        self.next_serial = int(time.time()) * 1_000_000 + 1
         self.fault = f"{base}/fault"
         self.camera = args.camera_topic or f"{base}/camera"
         self.session = None  # the session of the game in progress (from 1001)
@@ -174,6 +182,8 @@ class ClawPC:
         # Subscribe before saying online: the gateway sends commands as soon as it
         # reads `online`, and the broker handles our packets in order.
         client.subscribe(sorted({(self.control, 0), (self.camera, 0)}))
+        # QoS 1: the gateway's word that a result is on disk must not be lost.
+        client.subscribe(self.result_ack, qos=1)
         # Retained, so the gateway (also one started later) knows we are here.
         # Again on every reconnect: the will may have said offline meanwhile.
         client.publish(self.state, "online", qos=1, retain=True)
@@ -188,6 +198,9 @@ class ClawPC:
         # for the game now: acting on it could drop the claw on nobody's coin.
         if message.retain:
             log.warning("ignored a retained message on %s: %r", message.topic, message.payload[:200])
+            return
+        if message.topic == self.result_ack:
+            self.result_confirmed(message.payload)
             return
         command = decode(message.payload)
         if command is None or command["serial"] is None:
@@ -225,12 +238,52 @@ class ClawPC:
         # Echo the game's session: a result that comes after the gateway closed
         # its game (result timeout) is then recognised as stale and cannot end
         # the next player's game. QoS 1 and never retained (a retained result
-        # would be ignored).
-        result = {"command": RESULT, "data": "true" if won else "false"}
-        if session:
-            result["session"] = session
-        self.client.publish(self.result, json.dumps(result, separators=(",", ":")), qos=1)
+        # would be ignored). Numbered, and repeated every 2 s until the gateway
+        # confirms it on result/ack: the broker's PUBACK says only that the
+        # gateway's client got it, not that the game's end is on its disk.
+        with self.results_lock:
+            serial, self.next_serial = self.next_serial, self.next_serial + 1
+            result = {"command": RESULT, "data": "true" if won else "false", "serial": serial}
+            if session:
+                result["session"] = session
+            payload = json.dumps(result, separators=(",", ":"))
+            self.unconfirmed[serial] = (payload, time.monotonic() + self.args.result_timeout)
+        self.client.publish(self.result, payload, qos=1)
         log.info("result: %s", result)
+        self.repeat_result_later(serial)
+
+    def repeat_result_later(self, serial):
+        timer = threading.Timer(RESULT_REPEAT, self.repeat_result, args=(serial,))
+        timer.daemon = True
+        timer.start()
+
+    def repeat_result(self, serial):
+        with self.results_lock:
+            pending = self.unconfirmed.get(serial)
+            if pending is None:
+                return
+            payload, give_up_at = pending
+            if time.monotonic() >= give_up_at:
+                del self.unconfirmed[serial]
+                log.warning("result %d never confirmed within --result-timeout; no longer repeated", serial)
+                return
+        self.client.publish(self.result, payload, qos=1)
+        log.info("result repeated (not confirmed yet): %s", payload)
+        self.repeat_result_later(serial)
+
+    def result_confirmed(self, payload):
+        try:
+            confirmation = json.loads(payload.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            confirmation = None
+        serial = confirmation.get("serial") if isinstance(confirmation, dict) else None
+        if not isinstance(serial, int) or isinstance(serial, bool):
+            log.warning("ignored an unreadable result confirmation: %r", payload[:200])
+            return
+        with self.results_lock:
+            known = self.unconfirmed.pop(serial, None) is not None
+        if known:
+            log.info("result %d confirmed", serial)
 
     def home(self):
         # The reset's ack went out first; a fresh `online` after it takes the
@@ -332,6 +385,8 @@ def main():
     parser.add_argument("--camera-topic", help="the machine's camera_topic (default <prefix>/<machine>/camera)")
     parser.add_argument("--result-delay", type=float, default=3.0, help="stand-in: seconds from grab to result")
     parser.add_argument("--win-rate", type=float, default=0.3, help="stand-in: chance of a win, 0 to 1")
+    parser.add_argument("--result-timeout", type=float, default=20.0,
+                        help="game.result_timeout of gateway.yaml: how long a result not confirmed is repeated (default 20)")
     parser.add_argument("--serial", metavar="PATH", help="drive the mainboard on this serial port (board.py) instead of the stubs")
     parser.add_argument("--baud", type=int, default=115200, help="the board's baud rate (default 115200)")
     parser.add_argument("--board-timeout", type=float, default=5.0,
@@ -339,6 +394,8 @@ def main():
     args = parser.parse_args()
     if args.board_timeout <= 0:
         parser.error("--board-timeout must be more than 0")
+    if args.result_timeout <= 0:
+        parser.error("--result-timeout must be more than 0")
     args.username = args.username or args.machine
     args.port = args.port or (8883 if args.tls_ca else 1883)
     password = args.password

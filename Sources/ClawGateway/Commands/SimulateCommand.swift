@@ -10,7 +10,9 @@ struct SimulateCommand: AsyncParsableCommand {
         abstract: "Stand in for the machine PCs of the config: state, acks, results.",
         discussion: """
             Each simulated PC connects to the config's broker, says online (with an offline will), acks every \
-            control and camera message, and publishes a result after every grab.
+            control and camera message, and publishes a result after every grab. Each result has a serial no run \
+            uses twice (the start time in seconds, then a count) and is repeated every 2 s until the gateway \
+            confirms it on <prefix>/<machine>/result/ack, for up to the config's game.result_timeout.
 
             By default every PC logs in with the config's mqtt username and password, which suits the local \
             demo broker. Against a site broker (deploy/mosquitto.conf), give --passwords: each PC then logs in \
@@ -113,7 +115,7 @@ struct SimulateCommand: AsyncParsableCommand {
             winRate: winRate, ackDelay: ConfigDuration.parse(ackDelay) ?? .zero,
             resultDelay: ConfigDuration.parse(resultDelay) ?? .zero, offlineAfter: offlineAfter.flatMap(ConfigDuration.parse),
             offlineFor: ConfigDuration.parse(offlineFor) ?? .seconds(10), faultRate: faultRate,
-            resetDelay: ConfigDuration.parse(resetDelay) ?? .zero)
+            resetDelay: ConfigDuration.parse(resetDelay) ?? .zero, resultTimeout: config.game.resultTimeout)
         var services: [any Service] = []
         for machine in chosen {
             services.append(

@@ -15,8 +15,15 @@ struct EvidenceSettings: Sendable, Equatable {
     var keep: Duration = .seconds(30 * 86400)
     /// The most the clips may take on disk: the oldest unheld go first.
     var maxDisk: Int64 = 20 << 30
+    /// Kept free on the evidence folder's file system, which is usually the
+    /// database's too: the oldest unheld clips go first, and below it even
+    /// then, recording stops until there is room (SPEC §14).
+    var minFree: Int64 = 2 << 30
+    /// A clip not cut within this (a hung ffmpeg, a write that never ends)
+    /// is given up with its reason: no game's record waits for it.
+    var cutTimeout: Duration = .seconds(60)
 
-    static let keys = ["dir", "buffer", "pad", "keep", "max_disk"]
+    static let keys = ["dir", "buffer", "pad", "keep", "max_disk", "min_free", "cut_timeout"]
 
     /// Reads the section, reporting every problem under its key's path;
     /// `resolve` makes a relative `dir` relative to the config file.
@@ -25,16 +32,22 @@ struct EvidenceSettings: Sendable, Equatable {
         let buffer = section.duration("buffer", default: .seconds(600), atLeast: .seconds(30))
         let pad = section.duration("pad", default: .seconds(2))
         let keep = section.duration("keep", default: .seconds(30 * 86400), atLeast: .seconds(60))
-        var maxDisk: Int64 = 20 << 30
-        if let text = section.string("max_disk") {
-            if let bytes = size(text), bytes >= 1 << 20 {
-                maxDisk = bytes
-            } else {
-                section.reader.report(section.path("max_disk"), "\"\(text)\" is not a size of 1MiB or more; write e.g. 512MiB, 200MiB or 20GiB")
-            }
-        }
+        let maxDisk = size(section, "max_disk", default: 20 << 30)
+        let minFree = size(section, "min_free", default: 2 << 30)
+        let cutTimeout = section.duration("cut_timeout", default: .seconds(60), atLeast: .seconds(1))
         guard let dir else { return nil }
-        return EvidenceSettings(dir: resolve(dir), buffer: buffer, pad: pad, keep: keep, maxDisk: maxDisk)
+        return EvidenceSettings(
+            dir: resolve(dir), buffer: buffer, pad: pad, keep: keep, maxDisk: maxDisk, minFree: minFree, cutTimeout: cutTimeout)
+    }
+
+    /// The size at `key`, 1 MiB at least; the problem reported under its path.
+    private static func size(_ section: ConfigReader.Section, _ key: String, default fallback: Int64) -> Int64 {
+        guard let text = section.string(key) else { return fallback }
+        guard let bytes = size(text), bytes >= 1 << 20 else {
+            section.reader.report(section.path(key), "\"\(text)\" is not a size of 1MiB or more; write e.g. 512MiB, 200MiB or 20GiB")
+            return fallback
+        }
+        return bytes
     }
 
     /// A size as the file writes it: `512KiB`, `200MiB`, `20GiB`, `1TiB`.
@@ -45,6 +58,15 @@ struct EvidenceSettings: Sendable, Equatable {
             return number * factor
         }
         return nil
+    }
+
+    /// A size as the file writes it, in its largest whole unit: `2GiB`, `1536MiB`.
+    static func format(_ bytes: Int64) -> String {
+        let units: [(String, Int64)] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
+        for (suffix, factor) in units where bytes != 0 && bytes % factor == 0 {
+            return "\(bytes / factor)\(suffix)"
+        }
+        return "\(bytes) bytes"
     }
 
     /// Why `stream` cannot be recorded, or nil: the gateway pulls RTMP.

@@ -11,7 +11,9 @@ import Synchronization
 /// writing segments for ``stallAfter`` is killed. Either way it is started
 /// again after a back-off of 1 s doubling to 10 s, said in the log and in
 /// ``status`` (a camera whose recording is down is visible in the metrics),
-/// with the disk being full when it is.
+/// with the disk being full when it is. While the disk has less than
+/// `evidence.min_free` free (``DiskRoom``), ffmpeg is stopped and not
+/// started again until there is room: the recording is down, saying why.
 final class CameraRecorder: Sendable {
     static let segmentSeconds = 2
     /// No new segment for this long while ffmpeg runs: it is stuck, and killed.
@@ -25,6 +27,7 @@ final class CameraRecorder: Sendable {
     private let buffer: Duration
     private let ffmpeg: String?
     private let clock: GameClock
+    private let room: DiskRoom
     private let logger: Logger
     private let state = Mutex(RecorderState())
 
@@ -42,7 +45,10 @@ final class CameraRecorder: Sendable {
         var restarts: Int
     }
 
-    init(machine: String, camera: String, stream: String, dir: URL, buffer: Duration, ffmpeg: String?, clock: GameClock, logger: Logger) {
+    init(
+        machine: String, camera: String, stream: String, dir: URL, buffer: Duration, ffmpeg: String?, clock: GameClock,
+        room: DiskRoom = DiskRoom(), logger: Logger
+    ) {
         self.machine = machine
         self.camera = camera
         self.stream = stream
@@ -51,6 +57,7 @@ final class CameraRecorder: Sendable {
         self.buffer = buffer
         self.ffmpeg = ffmpeg
         self.clock = clock
+        self.room = room
         var logger = logger
         logger[metadataKey: "machine.id"] = .string(machine)
         logger[metadataKey: "evidence.camera"] = .string(camera)
@@ -71,9 +78,22 @@ final class CameraRecorder: Sendable {
         try? FileManager.default.createDirectory(at: ring, withIntermediateDirectories: true)
         var delay = Self.backoff.lowerBound
         while !Task.isCancelled, !state.withLock({ $0.stopped }) {
+            if let low = room.problem {
+                // No ffmpeg until the disk has room; the ring still ages out.
+                state.withLock { $0.problem = "recording stopped: \(low)" }
+                prune()
+                do { try await clock.sleep(clock.now() + .seconds(1)) } catch { return }
+                delay = Self.backoff.lowerBound
+                continue
+            }
             let started = clock.now()
-            let exit = await record(ffmpeg)
-            var why = exit.map { "ffmpeg exited with status \($0)" } ?? "ffmpeg wrote no segment for \(Self.stallAfter.seconds) s"
+            let end = await record(ffmpeg)
+            if case .noRoom = end { continue }
+            var why =
+                switch end {
+                case .exited(let status): "ffmpeg exited with status \(status)"
+                case .stalled, .noRoom: "ffmpeg wrote no segment for \(Self.stallAfter.seconds) s"
+                }
             if let full = DiskSpace.full(at: ring.path) { why += ": \(full)" }
             let first = state.withLock { state in
                 defer { state.problem = why }
@@ -100,14 +120,27 @@ final class CameraRecorder: Sendable {
         if let process, process.isRunning { Self.end(process.processIdentifier) }
     }
 
-    /// One ffmpeg, until it exits (its status) or stalls (nil, killed).
-    private func record(_ ffmpeg: String) async -> Int32? {
+    /// How one ffmpeg's recording ended.
+    private enum End {
+        case exited(Int32)
+        /// It wrote no segment for ``stallAfter``, and was killed.
+        case stalled
+        /// The disk went below `evidence.min_free`, and it was killed.
+        case noRoom
+    }
+
+    /// One ffmpeg, until it exits, stalls or the disk has no room.
+    private func record(_ ffmpeg: String) async -> End {
         killLeftover()
         // Watches the segments while ffmpeg runs: up once they come, killed when they stop.
-        let watch = Task { [self] in
+        let watch = Task { [self] () -> End? in
             let started = clock.now()
             while !Task.isCancelled {
-                do { try await clock.sleep(clock.now() + .seconds(1)) } catch { return false }
+                do { try await clock.sleep(clock.now() + .seconds(1)) } catch { return nil }
+                if room.problem != nil {
+                    if let process = state.withLock({ $0.process }) { Self.end(process.processIdentifier) }
+                    return .noRoom
+                }
                 prune()
                 let fresh = newestSegmentAge().map { $0 < Double(Self.segmentSeconds * 3) } ?? false
                 if fresh {
@@ -118,10 +151,10 @@ final class CameraRecorder: Sendable {
                     if cameUp { logger.info("Camera recording", metadata: ["evidence.stream": .string(stream)]) }
                 } else if clock.now() - started > Self.stallAfter, newestSegmentAge().map({ $0 > Self.stallAfter.seconds }) ?? true {
                     if let process = state.withLock({ $0.process }) { Self.end(process.processIdentifier) }
-                    return true
+                    return .stalled
                 }
             }
-            return false
+            return nil
         }
         let status = await Subprocess.run(
             ffmpeg,
@@ -140,7 +173,7 @@ final class CameraRecorder: Sendable {
             })
         state.withLock { $0.process = nil }
         watch.cancel()
-        return await watch.value ? nil : status
+        return await watch.value ?? .exited(status)
     }
 
     /// Ends a recording ffmpeg. With SIGKILL: a child started by Foundation's

@@ -14,8 +14,11 @@ import Synchronization
 /// awaited on its own task: no machine and no event loop waits for it),
 /// and writes the clips, or why a camera has none, beside the game's record.
 /// Clips are deleted `evidence.keep` after their game's end, and the oldest
-/// first while they take more than `evidence.max_disk`, except those an
-/// operator holds.
+/// first while they take more than `evidence.max_disk` or less than
+/// `evidence.min_free` is free on their disk, except those an operator
+/// holds; below `min_free` even then, recording and cutting stop until there
+/// is room (``DiskRoom``). A clip not cut within `evidence.cut_timeout` is
+/// given up, its ffmpeg killed, with its reason: no record waits for it.
 ///
 /// A gateway stopped between a game's end and its clips cuts them when it
 /// starts again, from the segments still in the ring; in a chain, the game's
@@ -23,6 +26,8 @@ import Synchronization
 final class EvidenceKeeper: MachineObserver {
     let settings: EvidenceSettings
     let dir: URL
+    /// Whether the disk has the room `min_free` keeps: recording and cutting stop without it.
+    let room = DiskRoom()
     private let store: GameStore
     private let clock: GameClock
     private let logger: Logger
@@ -41,6 +46,14 @@ final class EvidenceKeeper: MachineObserver {
         var game: String
     }
 
+    /// The programs that record and cut: those on the PATH, or a test's.
+    struct Tools: Sendable {
+        var ffmpeg: String?
+        var ffprobe: String?
+
+        static var onPath: Tools { Tools(ffmpeg: Subprocess.find("ffmpeg"), ffprobe: Subprocess.find("ffprobe")) }
+    }
+
     /// The machines with cameras: their started games get clips, or why not.
     static func clipped(_ machines: [MachineConfig]) -> Set<String> {
         Set(machines.filter { !$0.cameras.isEmpty }.map(\.id))
@@ -57,15 +70,18 @@ final class EvidenceKeeper: MachineObserver {
         var queued: Set<String> = []
     }
 
-    init(settings: EvidenceSettings, machines: [MachineConfig], store: GameStore, clock: GameClock, logger: Logger) {
+    init(
+        settings: EvidenceSettings, machines: [MachineConfig], store: GameStore, clock: GameClock, tools: Tools = .onPath,
+        logger: Logger
+    ) {
         self.settings = settings
         dir = URL(fileURLWithPath: settings.dir, isDirectory: true)
         self.store = store
         self.clock = clock
         self.logger = logger
-        let ffmpeg = Subprocess.find("ffmpeg")
+        let ffmpeg = tools.ffmpeg
         self.ffmpeg = ffmpeg
-        ffprobe = Subprocess.find("ffprobe")
+        ffprobe = tools.ffprobe
         var recorders: [String: [String: CameraRecorder]] = [:]
         var cameras: [String: [String]] = [:]
         for machine in machines {
@@ -74,7 +90,7 @@ final class EvidenceKeeper: MachineObserver {
                 guard let stream = camera.stream else { continue }
                 recorders[machine.id, default: [:]][camera.id] = CameraRecorder(
                     machine: machine.id, camera: camera.id, stream: stream, dir: dir, buffer: settings.buffer, ffmpeg: ffmpeg,
-                    clock: clock, logger: logger)
+                    clock: clock, room: room, logger: logger)
             }
         }
         self.recorders = recorders
@@ -122,8 +138,14 @@ final class EvidenceKeeper: MachineObserver {
                     }
                 }
                 group.addTask { [self] in
+                    // One task for both, so that a sweep never runs beside another.
                     await sweep()
-                    await clock.tick(every: .seconds(60)) { await sweep() }
+                    var seconds = 0
+                    await clock.tick(every: .seconds(1)) {
+                        seconds += 1
+                        if seconds % 60 == 0 { await sweep() }
+                        await watchRoom()
+                    }
                 }
             }
         } onCancel: { [queue] in
@@ -205,14 +227,29 @@ final class EvidenceKeeper: MachineObserver {
             }
             rows.append(row)
         }
-        do {
-            try await store.keep(rows)
-        } catch {
-            logger.warning("A game's clips not written to its record", metadata: error.shape.metadata(["game.session": .string(job.game)]))
+        await keep(rows, game: job.game)
+    }
+
+    /// Writes a game's clips to its record, trying again every second for
+    /// up to `cut_timeout`: in a chain the record waits for them. One not
+    /// written then is cut again at the next start, or shipped without.
+    private func keep(_ rows: [EvidenceRow], game: String) async {
+        let giveUp = clock.now() + settings.cutTimeout
+        while true {
+            do {
+                try await store.keep(rows)
+                return
+            } catch {
+                guard clock.now() < giveUp else {
+                    logger.warning("A game's clips not written to its record", metadata: error.shape.metadata(["game.session": .string(game)]))
+                    return
+                }
+            }
+            do { try await clock.sleep(clock.now() + .seconds(1)) } catch { return }
         }
     }
 
-    struct CutProblem: Error {
+    struct CutProblem: Error, Equatable {
         var reason: String
         /// ffmpeg failed on segments that were there (not: the stream was down).
         var failed = false
@@ -221,6 +258,9 @@ final class EvidenceKeeper: MachineObserver {
     /// The segments of `recorder` from `from` to `to` into one clip, without re-encoding.
     private func cut(_ recorder: CameraRecorder, from: Date, to: Date, into target: URL) async -> Result<(Double, Int64), CutProblem> {
         guard let ffmpeg else { return .failure(CutProblem(reason: "ffmpeg is not installed")) }
+        // A clip would eat into the room min_free keeps for the database.
+        if let low = room.problem { return .failure(CutProblem(reason: "not cut: \(low)")) }
+        let deadline = clock.now() + settings.cutTimeout
         guard let plan = ClipPlan.make(segments: recorder.recordedSegments(), from: from, to: to, segmentSeconds: CameraRecorder.segmentSeconds)
         else {
             var why = recorder.status.problem.map { "the recording was down: \($0)" } ?? "no recording of the game's time"
@@ -240,14 +280,20 @@ final class EvidenceKeeper: MachineObserver {
         } catch {
             return .failure(CutProblem(reason: "the clip could not be written: \(error)", failed: true))
         }
-        let status = await Subprocess.run(ffmpeg, [
-            "-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-f", "concat", "-safe", "0", "-i", list.path,
-            "-ss", String(format: "%.3f", plan.offset), "-t", String(format: "%.3f", plan.duration), "-map", "0", "-c", "copy",
-            "-bsf:a", "aac_adtstoasc", "-movflags", "+faststart", "-f", "mp4", partial.path,
-        ])
-        guard status == 0 else {
-            let full = DiskSpace.full(at: folder.path).map { ": \($0)" } ?? ""
-            return .failure(CutProblem(reason: "ffmpeg could not cut the clip (status \(status))\(full)", failed: true))
+        let exit = await Subprocess.run(
+            ffmpeg,
+            [
+                "-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-f", "concat", "-safe", "0", "-i", list.path,
+                "-ss", String(format: "%.3f", plan.offset), "-t", String(format: "%.3f", plan.duration), "-map", "0", "-c", "copy",
+                "-bsf:a", "aac_adtstoasc", "-movflags", "+faststart", "-f", "mp4", partial.path,
+            ], until: deadline, on: clock)
+        if let problem = Self.cutProblem(exit, settings: settings, full: DiskSpace.full(at: folder.path)) {
+            if exit == .timedOut {
+                logger.warning(
+                    "A clip's ffmpeg did not finish within evidence.cut_timeout; it was killed and the clip given up",
+                    metadata: ["evidence.camera": .string(recorder.camera), "evidence.clip": .string(target.lastPathComponent)])
+            }
+            return .failure(problem)
         }
         do {
             if FileManager.default.fileExists(atPath: target.path) { try FileManager.default.removeItem(at: target) }
@@ -256,16 +302,35 @@ final class EvidenceKeeper: MachineObserver {
             return .failure(CutProblem(reason: "the clip could not be written: \(error)", failed: true))
         }
         let bytes = ((try? FileManager.default.attributesOfItem(atPath: target.path))?[.size] as? NSNumber)?.int64Value ?? 0
-        return .success((await probeDuration(target) ?? plan.duration, bytes))
+        return .success((await probeDuration(target, until: deadline) ?? plan.duration, bytes))
     }
 
-    /// The clip's duration as ffprobe reads it.
-    private func probeDuration(_ clip: URL) async -> Double? {
+    /// Why a cut that ended with `exit` made no clip, or nil: it made one.
+    /// `full` says the disk is full, when it is.
+    static func cutProblem(_ exit: Subprocess.Exit, settings: EvidenceSettings, full: String?) -> CutProblem? {
+        let because = full.map { ": \($0)" } ?? ""
+        switch exit {
+        case .status(0):
+            return nil
+        case .status(let status):
+            return CutProblem(reason: "ffmpeg could not cut the clip (status \(status))\(because)", failed: true)
+        case .notStarted:
+            return CutProblem(reason: "ffmpeg could not be started", failed: true)
+        case .timedOut:
+            return CutProblem(
+                reason: "ffmpeg did not cut the clip within cut_timeout (\(ConfigDuration.format(settings.cutTimeout))): given up\(because)",
+                failed: true)
+        }
+    }
+
+    /// The clip's duration as ffprobe reads it, by `deadline` (the clip's cut_timeout).
+    private func probeDuration(_ clip: URL, until deadline: Duration) async -> Double? {
         guard let ffprobe else { return nil }
         let pipe = Pipe()
-        let status = await Subprocess.run(
-            ffprobe, ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", clip.path], output: pipe)
-        guard status == 0 else { return nil }
+        let exit = await Subprocess.run(
+            ffprobe, ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", clip.path], output: pipe, until: deadline,
+            on: clock)
+        guard exit == .status(0) else { return nil }
         let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         return Double(text.trimmingCharacters(in: .whitespacesAndNewlines)).map { ($0 * 1000).rounded() / 1000 }
     }
@@ -273,7 +338,8 @@ final class EvidenceKeeper: MachineObserver {
     // MARK: Retention
 
     /// Deletes the clips past `evidence.keep`, then the oldest while they
-    /// take more than `evidence.max_disk`; held clips stay.
+    /// take more than `evidence.max_disk` or the disk has less than
+    /// `evidence.min_free` free (``ClipRetention``); held clips stay.
     func sweep() async {
         let clips: [EvidenceRow]
         do {
@@ -282,22 +348,52 @@ final class EvidenceKeeper: MachineObserver {
             logger.warning("Clips not swept", metadata: error.shape.metadata())
             return
         }
-        let expired = clock.wallNow().addingTimeInterval(-settings.keep.seconds)
-        var total = clips.reduce(Int64(0)) { $0 + $1.bytes }
-        for clip in clips where !clip.held {
-            let old = clip.endedAt < expired
-            guard old || total > settings.maxDisk else { continue }
-            let reason = old ? "deleted after \(ConfigDuration.format(settings.keep))" : "deleted to keep the clips within max_disk"
+        let plan = ClipRetention.plan(clips: clips, now: clock.wallNow(), settings: settings, free: DiskSpace.available(at: dir.path))
+        var total = plan.diskBytes
+        for deletion in plan.deletions {
+            let clip = deletion.clip
             if let path = clip.path { try? FileManager.default.removeItem(atPath: path) }
             do {
-                try await store.clipDeleted(game: clip.game, camera: clip.camera, reason: reason)
-                total -= clip.bytes
+                try await store.clipDeleted(game: clip.game, camera: clip.camera, reason: ClipRetention.text(deletion.reason, settings))
                 tally.withLock { $0.deleted += 1 }
             } catch {
+                total += clip.bytes
                 logger.warning("A deleted clip not noted", metadata: error.shape.metadata())
             }
         }
         tally.withLock { $0.diskBytes = total }
+    }
+
+    /// Keeps `evidence.min_free` free on the evidence folder's disk: below
+    /// it, the oldest unheld clips go (``sweep()``); below it even then,
+    /// recording and cutting stop, saying so in the recordings' and the
+    /// games' reasons, the log and `claw_evidence_low_disk`, until there is
+    /// room again (``DiskRoom/stops(free:minFree:stopped:)``). Every second.
+    func watchRoom() async {
+        // A disk that cannot be read changes nothing.
+        guard var free = DiskSpace.available(at: dir.path) else { return }
+        let stopped = room.problem != nil
+        if !stopped, free < settings.minFree {
+            await sweep()
+            free = DiskSpace.available(at: dir.path) ?? free
+        }
+        let metadata: Logger.Metadata = [
+            "evidence.free_bytes": .stringConvertible(free), "evidence.min_free": .string(EvidenceSettings.format(settings.minFree)),
+        ]
+        guard DiskRoom.stops(free: free, minFree: settings.minFree, stopped: stopped) else {
+            if room.set(nil) {
+                logger.notice("Recording and cutting again: the evidence folder's disk has room", metadata: metadata)
+            }
+            return
+        }
+        let why = DiskRoom.reason(free: free, minFree: settings.minFree)
+        if room.set(why) {
+            var metadata = metadata
+            metadata["evidence.problem"] = .string(why)
+            logger.warning(
+                "Recording and cutting stopped: the evidence folder's disk is below evidence.min_free even with the unheld clips deleted",
+                metadata: metadata)
+        }
     }
 }
 

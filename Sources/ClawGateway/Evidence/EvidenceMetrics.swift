@@ -20,7 +20,7 @@ enum EvidenceMetrics {
                     registry.makeCounter(
                         descriptor: family(
                             "evidence_clips", "total",
-                            "Clips of games by what became of them: cut, missing (the camera's recording was down, or it has no stream), failed (ffmpeg could not cut it), deleted (past evidence.keep, or over evidence.max_disk)."),
+                            "Clips of games by what became of them: cut, missing (the camera's recording was down, or it has no stream), failed (ffmpeg could not cut it), deleted (past evidence.keep, over evidence.max_disk, or for evidence.min_free)."),
                         labels: [("result", result)]))
             )
         })
@@ -31,14 +31,18 @@ enum EvidenceMetrics {
     private static let free = registry.makeGauge(
         descriptor: family(
             "evidence_disk_free", "bytes",
-            "Room left on the evidence folder's filesystem; below 1 MiB recording and cutting stop (the games play on, without clips)."))
+            "Room left on the evidence folder's filesystem; below evidence.min_free the oldest unheld clips go, then recording and cutting stop (the games play on, without clips)."))
+    private static let lowDisk = registry.makeGauge(
+        descriptor: family(
+            "evidence_low_disk", "",
+            "1 while recording and cutting are stopped: less than evidence.min_free is free on the evidence folder's disk with the unheld clips deleted."))
 
     /// Each camera's two series, made once with the keeper's recorders.
     private static let cameras = Mutex<[(recorder: CameraRecorder, up: Gauge, restarts: Gauge)]>([])
 
     /// Makes the series, so that the first scrape shows them.
     static func prepare(_ keeper: EvidenceKeeper) {
-        _ = (clips, disk, pending, free)
+        _ = (clips, disk, pending, free, lowDisk)
         var series: [(recorder: CameraRecorder, up: Gauge, restarts: Gauge)] = []
         for (machine, recorders) in keeper.recorders {
             for (camera, recorder) in recorders {
@@ -67,6 +71,7 @@ enum EvidenceMetrics {
         disk.set(to: Double(counts.diskBytes))
         pending.set(to: Double(counts.pending))
         if let room = DiskSpace.available(at: keeper.dir.path) { free.set(to: Double(room)) }
+        lowDisk.set(to: keeper.room.problem == nil ? 0 : 1)
         for camera in cameras.withLock({ $0 }) {
             let status = camera.recorder.status
             camera.up.set(to: status.up ? 1 : 0)

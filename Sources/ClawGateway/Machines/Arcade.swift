@@ -335,7 +335,7 @@ final class Arcade: Sendable {
         case .result: machine.handleResult(message)
         case .state: machine.handlePresence(message)
         case .fault: machine.handleFault(message)
-        case .control, .camera, .queue, .events, .stats: break
+        case .control, .camera, .resultAck, .queue, .events, .stats: break
         }
     }
 

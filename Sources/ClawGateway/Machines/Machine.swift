@@ -148,7 +148,7 @@ final class Machine: Sendable {
             warn("Result without data true or false ignored", topic: topics.result, message.payload)
             return
         }
-        _ = transition { game, context in game.result(won: won, data: data, session: result.session, context) }
+        _ = transition { game, context in game.result(won: won, data: data, session: result.session, serial: result.serial, context) }
     }
 
     /// The PC's presence on `claw/<m>/state`: as it says it, or as the broker kept it.
@@ -465,6 +465,8 @@ final class Machine: Sendable {
                 publish(snapshot)
             case .reply(let reply):
                 send(reply)
+            case .confirmResult(let serial):
+                confirm(result: serial)
             case .askDebit(let ask):
                 environment.ledger.ask(ask)
             case .gone:
@@ -526,6 +528,18 @@ final class Machine: Sendable {
             logger.debug("Snapshot not published while disconnected")
         } catch {
             logger.warning("Snapshot not published", metadata: error.shape.metadata())
+        }
+    }
+
+    /// Tells the PC its result `serial` is on disk, QoS 1, not retained. One
+    /// that cannot go out now is not kept: the PC repeats its result until
+    /// confirmed, and the repeat is confirmed again.
+    private func confirm(result serial: Int64) {
+        do {
+            try environment.publisher.publish(
+                topics.resultAck, payload: ResultConfirmation(serial: serial).encoded(), qos: .atLeastOnce, retain: false)
+        } catch {
+            logger.debug("Result not confirmed; the PC repeats it", metadata: error.shape.metadata(["mqtt.serial": "\(serial)"]))
         }
     }
 
@@ -652,13 +666,14 @@ extension Machine {
 
 /// A machine's topics, worked out once.
 struct MachineTopics: Sendable {
-    let control, camera, ack, result, state, fault, queue, events, stats: String
+    let control, camera, ack, result, resultAck, state, fault, queue, events, stats: String
 
     init(_ machine: MachineConfig, _ topics: Topics) {
         control = topics.machine(machine.id, .control)
         camera = machine.cameraTopic ?? topics.machine(machine.id, .camera)
         ack = topics.machine(machine.id, .ack)
         result = topics.machine(machine.id, .result)
+        resultAck = topics.machine(machine.id, .resultAck)
         state = topics.machine(machine.id, .state)
         fault = topics.machine(machine.id, .fault)
         queue = topics.machine(machine.id, .queue)

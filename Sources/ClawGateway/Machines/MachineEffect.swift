@@ -19,6 +19,9 @@ enum MachineEffect: Sendable {
     case snapshot(QueueSnapshot)
     /// A reply to a player through their IM provider.
     case reply(PlayerReply)
+    /// The PC's result numbered `serial` is taken and durable: confirmed on
+    /// `claw/<m>/result/ack` (SPEC §4), so that the PC stops repeating it.
+    case confirmResult(serial: Int64)
     /// A game's debit asked of the chain's ledger (SPEC §11), once the ask
     /// is durable: its answer comes back as ``MachineState/debitAnswered(_:_:)``.
     case askDebit(ChainWalletAsk)

@@ -11,14 +11,25 @@ extension MachineState {
     /// for its game and is ignored (event `stale_result`): it can never end
     /// the next player's game. A result without a session is the current
     /// game's, since the NetEase PC format has none.
-    mutating func result(won: Bool, data: String, session: String?, _ context: TransitionContext) -> Step<Void> {
+    ///
+    /// A PC that numbers its results (`serial`) repeats each until it is
+    /// confirmed on `result/ack`, which goes out once what the result
+    /// changed is durable (SPEC §4): a repeat of the result already taken
+    /// changes nothing and is confirmed again, and so is a stale one. A
+    /// result without a serial is taken as it comes, once, as ever.
+    mutating func result(won: Bool, data: String, session: String?, serial: Int64? = nil, _ context: TransitionContext) -> Step<Void> {
         var fx = Effects(context)
+        if let serial, let taken = lastResult, taken.serial == serial, session == nil || session == taken.session {
+            confirmResult(serial, &fx)
+            return finish((), &fx)
+        }
         let turn = phase.turn
         if let session, session != turn?.session {
             emit(.staleResult, &fx) {
                 $0.session = session
                 $0.data = data
             }
+            confirmResult(serial, &fx)
             return finish((), &fx)
         }
         switch phase {
@@ -29,12 +40,23 @@ extension MachineState {
                 $0.session = turn.session
                 $0.data = data
             }
+            if let serial {
+                modifyTurn { $0.resultSerial = serial }
+                lastResult = TakenResult(serial: serial, session: turn.session)
+            }
             endTurn(won ? .won : .lost, &fx)
         case .idle, .offered:
             // No game is waiting for a result: recorded for operators, told to no one.
             emit(.result, &fx) { $0.data = data }
         }
+        confirmResult(serial, &fx)
         return finish((), &fx)
+    }
+
+    /// Tells the PC its numbered result is taken (`result/ack`): a telling
+    /// effect, so it goes out once this transition's writes are durable.
+    private func confirmResult(_ serial: Int64?, _ fx: inout Effects) {
+        if let serial { fx.list.append(.confirmResult(serial: serial)) }
     }
 
     // MARK: Acks
@@ -189,6 +211,7 @@ extension MachineState {
         var fx = Effects(context)
         let now = context.now.uptime
         debitUnanswered(&fx)
+        checkpointIfDue(&fx)
         if case .reconnecting(let until, _) = link, until <= now {
             // The grace ran out: the machine is gone after all.
             link = .offline
@@ -364,6 +387,9 @@ extension MachineState {
         var turn = Turn(player: player, session: game.id, deadline: now.uptime + left, offeredAt: game.offeredAt)
         turn.startedAt = game.startedAt
         turn.commands = game.commands
+        turn.writtenCommands = game.commands
+        turn.writtenAt = now.uptime
+        turn.serials = SerialWindow(open.serials)
         turn.coinSerial = open.coinSerial
         turn.coinAcked = open.coinAcked
         turn.paid = game.paid

@@ -42,6 +42,13 @@ struct MachineState: Sendable {
         var commands = 0
         /// Player serials already forwarded: IM copies can come twice.
         var serials = SerialWindow()
+        /// ``commands`` as the open game's record last wrote it, and when:
+        /// moves write nothing, so a checkpoint writes them at most every
+        /// ``MachineState/checkpointEvery`` (``checkpointDue``).
+        var writtenCommands = 0
+        var writtenAt: Duration = .zero
+        /// The PC's serial of the result that ended the game, when it numbers its results (SPEC §4).
+        var resultSerial: Int64?
         /// The gateway serial of the game's coin (1001), once it went out.
         var coinSerial: Int64?
         /// The PC acked the coin: it started this game.
@@ -155,6 +162,10 @@ struct MachineState: Sendable {
     /// Events of the start (a turn taken up) decided before the gateway
     /// had a broker connection: published again on the first one.
     var startEvents: [GameEvent] = []
+    /// The last result taken with a PC's serial, and its game: a repeat of
+    /// it changes nothing and is confirmed again (SPEC §4, `result/ack`).
+    /// Read back from the last game's record after a restart.
+    var lastResult: TakenResult?
 
     /// - Parameters:
     ///   - restored: the queue, pause flag and snapshot sequence read back from storage.
@@ -167,6 +178,7 @@ struct MachineState: Sendable {
         lostInARow = restored.lostInARow
         settingsOverride = restored.settings
         maintenance = restored.maintenance
+        lastResult = restored.lastResult
         waiting = restored.queue
         snapshotSeq = restored.snapshotSeq
         nextSerial = firstSerial
@@ -210,6 +222,7 @@ struct MachineState: Sendable {
             if case .reconnecting(let until, _) = link { until } else { phase.turn?.deadline }
         // An offer whose debit is asked waits for the ask's answer or timeout (``expire(_:)``).
         if let asked = phase.turn?.debitAskedUntil { turn = asked }
+        if let due = phase.turn?.checkpointDue { turn = turn.map { min($0, due) } ?? due }
         guard let turn else { return ack }
         return ack.map { min($0, turn) } ?? turn
     }
@@ -236,13 +249,22 @@ struct MachineState: Sendable {
         guard let turn = phase.turn else { return nil }
         let deadline = if case .reconnecting(_, let remaining) = link { now.uptime + remaining } else { turn.deadline }
         var row = record(turn, endedAt: nil, outcome: nil)
-        row.open = OpenGame(phase: open, deadline: now.wall(at: deadline), coinSerial: turn.coinSerial, coinAcked: turn.coinAcked)
+        row.open = OpenGame(
+            phase: open, deadline: now.wall(at: deadline), coinSerial: turn.coinSerial, coinAcked: turn.coinAcked,
+            serials: turn.serials.inOrder)
         return row
     }
 
-    /// Writes the open turn's record as it stands (``openRecord(at:)``).
-    func writeOpenGame(_ fx: inout Effects) {
-        if let row = openRecord(at: fx.now) { fx.writes.append(.game(row)) }
+    /// Writes the open turn's record as it stands (``openRecord(at:)``),
+    /// its commands and serial window too: no checkpoint is due until more come.
+    mutating func writeOpenGame(_ fx: inout Effects) {
+        guard let row = openRecord(at: fx.now) else { return }
+        fx.writes.append(.game(row))
+        let now = fx.now.uptime
+        modifyTurn { turn in
+            turn.writtenCommands = turn.commands
+            turn.writtenAt = now
+        }
     }
 
     // MARK: Building blocks of the transitions
@@ -371,7 +393,7 @@ struct MachineState: Sendable {
         GameRow(
             id: turn.session, machine: id, player: turn.player.accid, nick: turn.player.nick,
             provider: turn.player.provider, offeredAt: turn.offeredAt, startedAt: turn.startedAt, endedAt: endedAt,
-            outcome: outcome, commands: turn.commands)
+            outcome: outcome, commands: turn.commands, resultSerial: turn.resultSerial)
     }
 
     /// Runs `body` on the turn where it is, without copying it: the phase is

@@ -12,6 +12,19 @@ struct SerialWindow: Sendable {
     private var ring: [Int64] = []
     private var oldest = 0
 
+    init() {}
+
+    /// The window of a game taken up after a restart: its serials as
+    /// ``inOrder`` wrote them, the newest ``capacity`` kept.
+    init(_ serials: [Int64]) {
+        for serial in serials { insert(serial) }
+    }
+
+    /// The serials, oldest first: what the open game's record keeps.
+    var inOrder: [Int64] {
+        Array(ring[oldest...] + ring[..<oldest])
+    }
+
     func contains(_ serial: Int64) -> Bool {
         members.contains(serial)
     }

@@ -7,7 +7,10 @@ import NIOConcurrencyHelpers
 /// Stands in for one machine's PC (and camera switch): says `online` on its
 /// retained `state` with an `offline` will, acknowledges every control and
 /// camera message, and reports a result some time after each grab, echoing
-/// the grab's `session` as a PC should (SPEC §2, "Sessions"). A grab may
+/// the grab's `session` as a PC should (SPEC §2, "Sessions"). Each result
+/// has a serial no run of the simulator uses twice (its start time, then a
+/// count) and is repeated every 2 s until the gateway confirms it on
+/// `result/ack`, for up to `result_timeout` (SPEC §4). A grab may
 /// fault instead (`faultRate`): the board reports it on `claw/<m>/fault` and
 /// refuses coins until a reset (1002) has brought it home (SPEC §12).
 ///
@@ -33,6 +36,8 @@ struct MachineSimulator: Service {
         var faultRate = 0.0
         /// How long a reset takes before the PC says `online` again.
         var resetDelay: Duration = .seconds(1)
+        /// How long a result not confirmed is repeated: `game.result_timeout`.
+        var resultTimeout: Duration = .seconds(20)
     }
 
     /// The fault the simulated board reports: the claw did not come back up.
@@ -47,6 +52,13 @@ struct MachineSimulator: Service {
     let logger: Logger
     /// The board reported a fault and has not been reset since.
     private let faulted = NIOLockedValueBox(false)
+    /// The results not confirmed yet, by serial; and the next serial.
+    private let results: NIOLockedValueBox<Results>
+
+    private struct Results: Sendable {
+        var next: Int64
+        var unconfirmed: [Int64: (payload: [UInt8], until: ContinuousClock.Instant)] = [:]
+    }
     /// What is to be done later (an ack, a result), for ``run()``'s task group to
     /// carry out: no task outlives the simulator.
     private let later: (stream: AsyncStream<Later>, continuation: AsyncStream<Later>.Continuation)
@@ -82,6 +94,14 @@ struct MachineSimulator: Service {
         self.receipts = receipts
         self.logger = logger
         later = AsyncStream.makeStream()
+        results = NIOLockedValueBox(Results(next: Self.firstResultSerial(startedAt: Date())))
+    }
+
+    /// The first result serial of a simulator started at `date`: its start
+    /// time in seconds, then a count of a million a second, so that no run
+    /// reuses a serial of an earlier one (SPEC §4) without keeping a file.
+    static func firstResultSerial(startedAt date: Date) -> Int64 {
+        Int64(date.timeIntervalSince1970) * 1_000_000 + 1
     }
 
     func run() async throws {
@@ -89,6 +109,8 @@ struct MachineSimulator: Service {
         client.onConnected { Self.say(.online, client: client, topics: topics) }
         client.onMessage { [self] message in handle(message) }
         client.subscribe(Array(Set([topics.control, topics.camera])), qos: .atMostOnce)
+        // QoS 1: a confirmation published while this PC is away must not be lost to it.
+        client.subscribe([topics.resultAck], qos: .atLeastOnce)
         client.start()
         await withTaskGroup(of: Void.self) { group in
             if let offlineAfter = behaviour.offlineAfter {
@@ -114,6 +136,10 @@ struct MachineSimulator: Service {
 
     /// One message for the PC, on the client's thread.
     private func handle(_ message: MQTTMessage) {
+        if message.topic == topics.resultAck {
+            confirmed(message)
+            return
+        }
         receipts?.record(
             machine: machine.id, topic: message.topic == topics.camera ? "camera" : "control", payload: message.payload)
         guard let command = try? WireMessage.decode(message.payload), let serial = command.serial else {
@@ -142,13 +168,54 @@ struct MachineSimulator: Service {
             }
         case .grab:
             let won = Double.random(in: 0..<1) < behaviour.winRate
-            let result = WireMessage(.result, data: String(won), session: command.session)
-            after(behaviour.resultDelay) { [client, topics, logger] in
-                logger.info("Simulated machine reports a result", metadata: ["game.won": .stringConvertible(won)])
-                _ = try? client.publish(topics.result, payload: result.encoded(), qos: .atLeastOnce)
-            }
+            let session = command.session
+            after(behaviour.resultDelay) { [self] in report(won: won, session: session) }
         default:
             break
+        }
+    }
+
+    /// Publishes a result with the next serial, and repeats it until it is confirmed.
+    private func report(won: Bool, session: String?) {
+        let (serial, payload) = results.withLockedValue { results in
+            let serial = results.next
+            results.next += 1
+            let payload = WireMessage(.result, data: String(won), serial: serial, session: session).encoded()
+            results.unconfirmed[serial] = (payload, .now + behaviour.resultTimeout)
+            return (serial, payload)
+        }
+        logger.info("Simulated machine reports a result", metadata: ["game.won": .stringConvertible(won), "mqtt.serial": "\(serial)"])
+        _ = try? client.publish(topics.result, payload: payload, qos: .atLeastOnce)
+        repeatResult(serial)
+    }
+
+    /// Publishes result `serial` again every 2 s while it is not confirmed, up to `result_timeout`.
+    private func repeatResult(_ serial: Int64) {
+        after(.seconds(ResultConfirmation.repeatSeconds)) { [self] in
+            let payload = results.withLockedValue { results -> [UInt8]? in
+                guard let pending = results.unconfirmed[serial] else { return nil }
+                guard ContinuousClock.now < pending.until else {
+                    results.unconfirmed[serial] = nil
+                    return nil
+                }
+                return pending.payload
+            }
+            guard let payload else { return }
+            logger.info("Simulated machine repeats a result not confirmed", metadata: ["mqtt.serial": "\(serial)"])
+            _ = try? client.publish(topics.result, payload: payload, qos: .atLeastOnce)
+            repeatResult(serial)
+        }
+    }
+
+    /// The gateway's `result/ack`: that result is on disk; it is not repeated again.
+    private func confirmed(_ message: MQTTMessage) {
+        guard !message.retain, let confirmation = ResultConfirmation.decode(message.payload) else {
+            logger.warning("Simulator ignored a result confirmation it cannot read", metadata: ["mqtt.topic": .string(message.topic)])
+            return
+        }
+        let known = results.withLockedValue { $0.unconfirmed.removeValue(forKey: confirmation.serial) != nil }
+        if known {
+            logger.info("Simulated machine's result confirmed", metadata: ["mqtt.serial": "\(confirmation.serial)"])
         }
     }
 

@@ -99,7 +99,7 @@ extension GameStore {
     /// the body's digest and the balance the adjustment left, so that a
     /// retry is answered as the first was.
     static func registerAdjustKeys(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v13-adjust-keys") { db in
+        migrator.registerMigration("v14-adjust-keys") { db in
             try db.execute(
                 sql: """
                     CREATE TABLE adjust_keys (

@@ -245,6 +245,7 @@ final class GameStore: Sendable {
         registerLedger(&migrator)
         registerChainWallet(&migrator)
         registerEvidence(&migrator)
+        registerResumedGames(&migrator)
         registerAdjustKeys(&migrator)
         return migrator
     }
@@ -260,7 +261,8 @@ final class GameStore: Sendable {
                 let open = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT id, player, nick, provider, offered_at, started_at, commands, phase, deadline_at, coin_serial, coin_acked
+                        SELECT id, player, nick, provider, offered_at, started_at, commands, phase, deadline_at, coin_serial, coin_acked,
+                            serials
                         FROM games WHERE machine = ? AND ended_at IS NULL ORDER BY offered_at, rowid
                         """,
                     arguments: [machine]
@@ -288,7 +290,7 @@ final class GameStore: Sendable {
                 let maintenance = try Self.kept(Maintenance.self, in: "machine_maintenance", column: "maintenance", machine: machine, db)
                 return RestoredMachine(
                     queue: queue, snapshotSeq: meta?["snapshot_seq"] ?? 0, paused: meta?["paused"] ?? false, openGames: open,
-                    lostInARow: lost, settings: settings, maintenance: maintenance)
+                    lostInARow: lost, settings: settings, maintenance: maintenance, lastResult: try Self.lastResult(of: machine, db))
             }
         } catch {
             throw StorageError(path: path, operation: "restore \(machine)", underlying: error)
@@ -300,7 +302,9 @@ final class GameStore: Sendable {
         guard let phase = (row["phase"] as String?).flatMap(OpenGame.Phase.init(rawValue:)),
             let deadline = (row["deadline_at"] as String?).flatMap(Timestamp.date)
         else { return nil }
-        return OpenGame(phase: phase, deadline: deadline, coinSerial: row["coin_serial"], coinAcked: row["coin_acked"] ?? false)
+        return OpenGame(
+            phase: phase, deadline: deadline, coinSerial: row["coin_serial"], coinAcked: row["coin_acked"] ?? false,
+            serials: Self.serials(row["serials"]))
     }
 
     /// Writes `changes` and every machine image in `images`, all in one
@@ -532,18 +536,19 @@ final class GameStore: Sendable {
         try db.execute(
             sql: """
                 INSERT INTO games (id, machine, player, nick, provider, offered_at, started_at, ended_at, outcome, commands,
-                    phase, deadline_at, coin_serial, coin_acked)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    phase, deadline_at, coin_serial, coin_acked, serials, result_serial)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     started_at = excluded.started_at, ended_at = excluded.ended_at,
                     outcome = excluded.outcome, commands = excluded.commands, phase = excluded.phase,
-                    deadline_at = excluded.deadline_at, coin_serial = excluded.coin_serial, coin_acked = excluded.coin_acked
+                    deadline_at = excluded.deadline_at, coin_serial = excluded.coin_serial, coin_acked = excluded.coin_acked,
+                    serials = excluded.serials, result_serial = excluded.result_serial
                 """,
             arguments: [
                 game.id, game.machine, game.player, game.nick, game.provider, Timestamp.string(game.offeredAt),
                 game.startedAt.map(Timestamp.string), game.endedAt.map(Timestamp.string), game.outcome?.rawValue,
                 game.commands, game.open?.phase.rawValue, game.open.map { Timestamp.string($0.deadline) }, game.open?.coinSerial,
-                game.open?.coinAcked ?? false,
+                game.open?.coinAcked ?? false, game.open.map { Self.serialsText($0.serials) }, game.resultSerial,
             ])
         // An upsert touches exactly one row; anything else means the record was not written.
         guard db.changesCount == 1 else {
@@ -672,6 +677,9 @@ struct GameRow: Sendable, Equatable {
     /// What the game's player paid for it (SPEC §11): read back from the
     /// ledger when the game is restored, never written with the record.
     var paid: Int64? = nil
+    /// The PC's serial of the result that ended it, when the PC numbers
+    /// its results: a repeat after a restart is known (SPEC §4).
+    var resultSerial: Int64? = nil
 }
 
 /// What a game still open needs to be taken up again after a restart (SPEC
@@ -690,6 +698,9 @@ struct OpenGame: Sendable, Equatable {
     var coinSerial: Int64?
     /// Whether the PC acked the coin: until it has, the game's commands wait.
     var coinAcked: Bool
+    /// The players' serials already forwarded in the game, oldest first
+    /// (``SerialWindow``): a copy that comes again after a restart is dropped.
+    var serials: [Int64] = []
 }
 
 /// What ``GameStore/restore(machine:)`` read back.
@@ -707,6 +718,8 @@ struct RestoredMachine: Sendable, Equatable {
     var settings: MachineSettings? = nil
     /// Why the machine was out of play, if it was.
     var maintenance: Maintenance? = nil
+    /// The result that ended its last game, when the PC numbered it.
+    var lastResult: TakenResult? = nil
 }
 
 /// The storage failed; says which file and what it was doing.

@@ -232,6 +232,12 @@ struct ConfigLoaderTests {
         Case(yaml: minimal + "\nevidence: { dir: ev, max_disk: 20GB }", expected: "evidence.max_disk: \"20GB\" is not a size of 1MiB or more"),
         Case(yaml: minimal + "\nevidence: { dir: ev, max_disk: 512KiB }", expected: "evidence.max_disk: \"512KiB\" is not a size of 1MiB or more"),
         Case(yaml: minimal + "\nevidence: { dir: ev, keep: 30s }", expected: "evidence.keep: must be at least 1m"),
+        Case(yaml: minimal + "\nevidence: { dir: ev, min_free: 2G }", expected: "evidence.min_free: \"2G\" is not a size of 1MiB or more"),
+        Case(yaml: minimal + "\nevidence: { dir: ev, min_free: 0 }", expected: "evidence.min_free: \"0\" is not a size of 1MiB or more"),
+        Case(yaml: minimal + "\nevidence: { dir: ev, min_free: [1GiB] }", expected: "evidence.min_free: must be a single value, not a list"),
+        Case(yaml: minimal + "\nevidence: { dir: ev, cut_timeout: 500ms }", expected: "evidence.cut_timeout: must be at least 1s"),
+        Case(yaml: minimal + "\nevidence: { dir: ev, cut_timeout: soon }", expected: "evidence.cut_timeout: \"soon\" is not a duration"),
+        Case(yaml: minimal + "\nevidence: { dir: ev, min_fre: 1GiB }", expected: "evidence.min_fre: unknown key (did you mean min_free?)"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nevidence: { dir: ev }\nmachines: [{id: m1, cameras: [{id: \"1\", stream: rtmp://cam/live/1}, {id: \"2\", stream: /var/video/m1.flv}]}]", expected: "machines[0].cameras[1].stream: \"/var/video/m1.flv\" is not an RTMP URL"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nevidence: { dir: ev }\nmachines: [{id: m1, cameras: [{id: \"1\", stream: \"http://cam/live.flv\"}]}]", expected: "machines[0].cameras[0].stream: \"http://cam/live.flv\" is not an RTMP URL"),
         // shapes
@@ -251,6 +257,11 @@ struct ConfigLoaderTests {
         #expect(config.evidence?.keep == .seconds(30 * 86400) && config.evidence?.maxDisk == 20 << 30)
         let sized = try parse(Self.minimal + "\nevidence: { dir: /e, buffer: 5m, pad: 500ms, keep: 7d, max_disk: 200MiB }")
         #expect(sized.evidence == EvidenceSettings(dir: "/e", buffer: .seconds(300), pad: .milliseconds(500), keep: .seconds(7 * 86400), maxDisk: 200 << 20))
+        #expect(config.evidence?.minFree == 2 << 30 && config.evidence?.cutTimeout == .seconds(60))
+        let guarded = try parse(Self.minimal + "\nevidence: { dir: /e, min_free: 512MiB, cut_timeout: 90s }")
+        #expect(guarded.evidence?.minFree == 512 << 20 && guarded.evidence?.cutTimeout == .seconds(90))
+        #expect(EvidenceSettings.format(2 << 30) == "2GiB" && EvidenceSettings.format(1536 << 20) == "1536MiB")
+        #expect(EvidenceSettings.format(3 << 10) == "3KiB" && EvidenceSettings.format(1000) == "1000 bytes")
         #expect(EvidenceSettings.size("1TiB") == 1 << 40 && EvidenceSettings.size("1.5GiB") == nil && EvidenceSettings.size("-1MiB") == nil)
     }
 

@@ -48,6 +48,7 @@ extension HeavySuites {
                     user \(id)
                     topic read claw/\(id)/control
                     topic read claw/\(id)/camera
+                    topic read claw/\(id)/result/ack
                     topic write claw/\(id)/ack
                     topic write claw/\(id)/result
                     topic write claw/\(id)/state
@@ -286,8 +287,8 @@ extension HeavySuites {
                 let camera = try site.client("m1-camera", user: "m1-camera", subscribe: ["claw/#"])
                 try await camera.waitFor("claw/m1/camera", "camera sentinel")
                 for topic in [
-                    "claw/m1/control", "claw/m1/ack", "claw/m1/result", "claw/m1/events", "claw/m1/stats", "claw/m2/camera",
-                    "claw/m2/control", "claw/gateway/state",
+                    "claw/m1/control", "claw/m1/ack", "claw/m1/result", "claw/m1/result/ack", "claw/m1/events", "claw/m1/stats",
+                    "claw/m2/camera", "claw/m2/control", "claw/gateway/state",
                 ] {
                     try gateway.publish(topic, "not for the camera switch")
                 }
@@ -365,7 +366,8 @@ extension HeavySuites {
 
                 let forged = [
                     "claw/m2/result", "claw/m2/ack", "claw/m2/state", "claw/m2/control", "claw/m1/control",
-                    "claw/m1/camera", "claw/m1/queue", "claw/m1/events", "claw/gateway/state",
+                    "claw/m1/camera", "claw/m1/queue", "claw/m1/events", "claw/m1/result/ack", "claw/m2/result/ack",
+                    "claw/gateway/state",
                 ]
                 for topic in forged {
                     try m1.publish(topic, "forged by m1", retain: topic.hasSuffix("/state"))
@@ -382,7 +384,7 @@ extension HeavySuites {
             }
         }
 
-        @Test("a machine PC reads its own control and camera topics, and nothing of another machine, retained included")
+        @Test("a machine PC reads its own control, camera and result/ack topics, and nothing of another machine, retained included")
         func pcReadsOnlyItsOwnTopics() async throws {
             try await DeploySite.with { site in
                 let gateway = try site.client("gateway", user: "gateway", subscribe: ["claw/#"])
@@ -397,21 +399,24 @@ extension HeavySuites {
                 try await gateway.waitFor("claw/m2/queue", #"{"machine":"m2"}"#)
                 try await gateway.waitFor("claw/m1/control", "sentinel")
 
-                let m1 = try site.client("m1-pc", user: "m1", subscribe: ["claw/m2/#", "claw/+/control", "claw/+/camera"])
+                let m1 = try site.client("m1-pc", user: "m1", subscribe: ["claw/m2/#", "claw/+/control", "claw/+/camera", "claw/+/result/ack"])
                 // The subscription is granted (mosquitto filters messages, not
                 // subscriptions); the retained sentinel says it is active.
                 try await m1.waitFor("claw/m1/control", "sentinel")
 
                 try gateway.publish("claw/m2/control", "for m2")
                 try gateway.publish("claw/m2/camera", "camera of m2")
+                try gateway.publish("claw/m2/result/ack", #"{"serial":2}"#)
                 try gateway.publish("claw/m1/camera", "camera of m1")
+                try gateway.publish("claw/m1/result/ack", #"{"serial":1}"#)
                 // The barrier: the gateway's connection is handled in order.
                 try gateway.publish("claw/m1/control", "for m1")
                 try await m1.waitFor("claw/m1/control", "for m1")
 
                 #expect(m1.payloads(on: "claw/m1/camera") == ["camera of m1"])
+                #expect(m1.payloads(on: "claw/m1/result/ack") == [#"{"serial":1}"#], "its results' confirmations")
                 let topics = Set(m1.messages.map(\.topic))
-                #expect(topics == ["claw/m1/control", "claw/m1/camera"], "m1 read \(topics)")
+                #expect(topics == ["claw/m1/control", "claw/m1/camera", "claw/m1/result/ack"], "m1 read \(topics)")
             }
         }
 

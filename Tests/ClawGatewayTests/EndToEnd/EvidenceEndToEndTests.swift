@@ -22,11 +22,61 @@ extension HeavySuites {
             try await Self.withCameras { site, rtmp in try await run(site, rtmp) }
         }
 
+        /// SPEC §14: "a clip that cannot be cut within `evidence.cut_timeout`
+        /// … is given up with its reason, so no record waits for it". The
+        /// gateway's ffmpeg (first on its PATH only: `env PATH=…`) records
+        /// as ffmpeg does but hangs when asked to cut a clip, as on a disk
+        /// whose writes never return. With `cut_timeout: 2s` each camera's
+        /// cut is given up, its process killed by its pid, and the game's
+        /// record says why.
+        @Test func aClipNotCutWithinCutTimeoutIsGivenUpWithItsReason() async throws {
+            let tools = try TemporaryDirectory.make(prefix: "hung-ffmpeg")
+            defer { try? FileManager.default.removeItem(at: tools) }
+            let cutters = tools.appendingPathComponent("cutters")
+            let ffmpeg = tools.appendingPathComponent("ffmpeg")
+            try """
+                #!/bin/sh
+                for argument in "$@"; do
+                  if [ "$argument" = concat ]; then echo $$ >> '\(cutters.path)'; exec sleep 600; fi
+                done
+                exec \(RTMPServer.tool("ffmpeg") ?? "/usr/bin/ffmpeg") "$@"
+
+                """.write(to: ffmpeg, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: ffmpeg.path)
+            let path = "\(tools.path):\(ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")"
+            try await Self.withCameras(evidence: "min_free: 64MiB\ncut_timeout: 2s", launcher: { _ in ["/usr/bin/env", "PATH=\(path)"] }) { site, _ in
+                try await eventually("both cameras recording", timeout: .seconds(30)) { await bothRecording(site) }
+                let session = try await play(site, "ann")
+                let game = try await record(site, session)
+                #expect(game["outcome"] as? String == "won", "\(game)")
+                #expect((game["evidence"] as? [[String: Any]] ?? []).isEmpty, "\(game)")
+                let missing = game["evidence_missing"] as? [[String: Any]] ?? []
+                #expect(missing.compactMap { $0["camera"] as? String } == ["1", "2"], "\(game)")
+                #expect(
+                    missing.allSatisfy { $0["reason"] as? String == "ffmpeg did not cut the clip within cut_timeout (2s): given up" }, "\(missing)")
+                let pids = ((try? String(contentsOf: cutters, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { pid_t($0) }
+                #expect(pids.count == 2, "one cutter a camera: \(pids)")
+                try await eventually("the hung cutters killed by their pids") {
+                    pids.allSatisfy { pid in
+                        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+                        return stat.isEmpty || stat.contains(") Z ")
+                    }
+                }
+                let text = (try? await HTTP.get("\(site.base)/metrics").body) ?? ""
+                #expect(text.contains(#"claw_evidence_clips_total{result="failed"} 2"#) && text.contains("claw_evidence_pending 0"), "\(text)")
+                #expect(site.site.logText.contains("did not finish within evidence.cut_timeout"))
+            }
+        }
+
         /// nginx-rtmp with m1's red camera 1 and blue camera 2, and a site
         /// recording them (evidence pad 1 s), for `body`; the gateway's log
         /// printed when it fails, everything stopped after.
+        /// `evidence` adds keys to the section (one `key: value` a line):
+        /// by default a `min_free` of 64 MiB, so that a test machine with
+        /// less than the default 2 GiB free still records.
         static func withCameras(
-            simulate: Bool = true, http: String = "", launcher: @escaping (TestSite) -> [String] = { _ in [] },
+            simulate: Bool = true, http: String = "", evidence: String = "min_free: 64MiB",
+            launcher: @escaping (TestSite) -> [String] = { _ in [] },
             _ body: (E2ESite, RTMPServer) async throws -> Void
         ) async throws {
             let rtmp = try RTMPServer()
@@ -37,7 +87,8 @@ extension HeavySuites {
             let site = try await E2ESite(
                 simulate: simulate, adminToken: token, logLevel: "info", http: http,
                 simulatorArguments: ["--ack-delay", "0s", "--result-delay", "1s", "--win-rate", "1"], machines: ["m1"],
-                extra: "evidence:\n  dir: evidence\n  pad: 1s\n", cameraBase: rtmp.base, launcher: launcher)
+                extra: "evidence:\n  dir: evidence\n  pad: 1s\n" + evidence.split(separator: "\n").map { "  \($0)\n" }.joined(),
+                cameraBase: rtmp.base, launcher: launcher)
             do {
                 try await body(site, rtmp)
             } catch {
@@ -202,33 +253,39 @@ extension HeavySuites {
             try await eventually("no ffmpeg recording after the gateway stopped") { Self.recorders(of: ring).isEmpty }
         }
 
-        /// SPEC §14, "the disk full leaves the gateway playing": the evidence
-        /// folder on a tmpfs of 8 MiB in the gateway's own mount namespace
-        /// (`unshare -m`: nothing to unmount, nothing seen outside), filled
-        /// to the last byte through `/proc/<pid>/root`. The recording stops
-        /// and says why (metrics, log), a game plays to its result and is
-        /// recorded without a clip, saying the disk is full; with room again,
-        /// recording comes back and the next game has its clip. The site has a
-        /// read token: the dashboard fetches that clip with it and plays it
+        /// SPEC §14, "the video never fills the disk the database lives on":
+        /// the evidence folder on a tmpfs of 8 MiB in the gateway's own mount
+        /// namespace (`unshare -m`: nothing to unmount, nothing seen outside),
+        /// with `min_free: 2MiB`, filled through `/proc/<pid>/root` until
+        /// 1.5 MiB are left. The oldest unheld clips go (a held game's stay),
+        /// then recording and cutting stop and say why (metrics, log,
+        /// reasons); the video writes nothing more, and a game plays to its
+        /// result, recorded without a clip, saying why. With room again,
+        /// recording comes back and the next game has its clip. The site has
+        /// a read token: the dashboard fetches that clip with it and plays it
         /// from memory (a `<video>` cannot send one), in the real browser.
-        @Test func aFullDiskStopsTheRecordingAndTheGamesPlayOn() async throws {
+        @Test func belowMinFreeTheOldestClipsGoThenRecordingStopsAndTheGamesPlayOn() async throws {
             guard FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else {
-                throw BrokerError("unshare (util-linux) is missing, and the full-disk test needs it for a tmpfs of its own")
+                throw BrokerError("unshare (util-linux) is missing, and the min_free test needs it for a tmpfs of its own")
             }
             try await Self.withCameras(
-                simulate: false, http: "read_token: \(Self.readToken)",
+                simulate: false, http: "read_token: \(Self.readToken)", evidence: "min_free: 2MiB",
                 launcher: { site in
                     let folder = site.directory.appendingPathComponent("evidence").path
                     return ["/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
                         #"mkdir -p "$EVIDENCE" && mount -t tmpfs -o size=8m tmpfs "$EVIDENCE" && exec "$0" "$@""#.replacingOccurrences(of: "$EVIDENCE", with: folder)]
                 }
-            ) { site, _ in try await fullDisk(site) }
+            ) { site, _ in try await belowMinFree(site) }
         }
 
         static let readToken = "evidence-read-token-0123"
         static let reader = [("Authorization", "Bearer \(readToken)")]
 
-        private func fullDisk(_ site: E2ESite) async throws {
+        private func metrics(_ site: E2ESite) async -> String {
+            (try? await HTTP.request(.GET, "\(site.base)/metrics", headers: Self.reader).body) ?? ""
+        }
+
+        private func belowMinFree(_ site: E2ESite) async throws {
             let reader = Self.reader
             try site.restartSimulator()
             try await eventually("the simulated machine online") {
@@ -239,26 +296,39 @@ extension HeavySuites {
             let folder = "/proc/\(pid)/root\(site.site.directory.appendingPathComponent("evidence").path)"
             try await eventually("the tmpfs mounted for the gateway") { (DiskSpace.available(at: folder) ?? 0) <= 8 << 20 }
             try await eventually("both cameras recording", timeout: .seconds(30)) { await bothRecording(site, headers: reader) }
-            let first = try await play(site, "ann", headers: reader)
-            #expect(((try await record(site, first, headers: reader))["evidence"] as? [[String: Any]])?.count == 2, "clips while there is room")
+            // Two games with their clips; an operator holds the first's.
+            let held = try await play(site, "ann", headers: reader)
+            #expect(((try await record(site, held, headers: reader))["evidence"] as? [[String: Any]])?.count == 2, "clips while there is room")
+            let hold = try await HTTP.request(
+                .POST, "\(site.base)/v1/machines/m1/games/\(held)/evidence/hold", headers: Self.admin,
+                body: Array(#"{"hold":true,"reason":"ticket 42"}"#.utf8))
+            #expect(hold.status == 200, "\(hold.body)")
+            let unheld = try await play(site, "dan", headers: reader)
+            #expect(((try await record(site, unheld, headers: reader))["evidence"] as? [[String: Any]])?.count == 2)
 
-            // Fill the disk to its last byte.
+            // Something else fills the disk until 1.5 MiB are left, below min_free.
             let filler = "\(folder)/filler"
             let descriptor = open(filler, O_WRONLY | O_CREAT | O_APPEND, 0o600)
             try #require(descriptor >= 0, "the filler file: errno \(errno)")
-            var chunk = [UInt8](repeating: 0x5A, count: 64 << 10)
-            while chunk.count >= 512 {
-                if chunk.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) < 0 { chunk.removeLast(chunk.count / 2) }
+            let chunk = [UInt8](repeating: 0x5A, count: 64 << 10)
+            while (DiskSpace.available(at: folder) ?? 0) > (3 << 20) / 2 + chunk.count {
+                guard chunk.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) == chunk.count else { break }
             }
             close(descriptor)
-            #expect((DiskSpace.available(at: folder) ?? -1) < DiskSpace.fullBelow)
-            try await eventually("the recording down for the full disk, in the metrics", timeout: .seconds(40)) {
-                let text = (try? await HTTP.request(.GET, "\(site.base)/metrics", headers: reader).body) ?? ""
-                return text.contains(#"claw_evidence_recording_up{machine="m1",camera="1"} 0"#)
+            #expect((DiskSpace.available(at: folder) ?? -1) < 2 << 20)
+            try await eventually("recording and cutting stopped for min_free, in the metrics", timeout: .seconds(30)) {
+                let text = await metrics(site)
+                return text.contains("claw_evidence_low_disk 1")
+                    && text.contains(#"claw_evidence_recording_up{machine="m1",camera="1"} 0"#)
                     && text.contains(#"claw_evidence_recording_up{machine="m1",camera="2"} 0"#)
-                    && text.range(of: #"claw_evidence_disk_free_bytes [0-9.e+]+\n"#, options: .regularExpression) != nil
             }
-            #expect(site.site.logText.contains("the disk is full"), "the log says why the recording stopped")
+            #expect(site.site.logText.contains("Recording and cutting stopped"), "the log says why the recording stopped")
+            // The unheld game's clips went first, saying why; the held game's stay.
+            let deleted = try await record(site, unheld, headers: reader)
+            let reasons = (deleted["evidence_missing"] as? [[String: Any]] ?? []).compactMap { $0["reason"] as? String }
+            #expect(reasons == Array(repeating: "deleted to keep min_free (2MiB) free on the disk", count: 2), "\(deleted)")
+            #expect(try await HTTP.bytes("\(site.base)/v1/machines/m1/games/\(held)/evidence/1", headers: reader).status == 200)
+            let stopped = DiskSpace.available(at: folder) ?? 0
 
             // The gateway plays on: a game to its result, recorded without a clip, saying why.
             let second = try await play(site, "bob", headers: reader)
@@ -266,11 +336,17 @@ extension HeavySuites {
             #expect(game["outcome"] as? String == "won", "\(game)")
             #expect((game["evidence"] as? [[String: Any]] ?? []).isEmpty, "\(game)")
             let missing = game["evidence_missing"] as? [[String: Any]] ?? []
-            #expect(missing.count == 2 && missing.allSatisfy { ($0["reason"] as? String)?.contains("the disk is full") == true }, "\(missing)")
+            #expect(
+                missing.count == 2 && missing.allSatisfy { ($0["reason"] as? String)?.contains("less than min_free (2MiB) is free on the disk") == true },
+                "\(missing)")
+            // Meanwhile the video wrote nothing into the room min_free keeps.
+            #expect((DiskSpace.available(at: folder) ?? 0) >= stopped - (64 << 10), "the ring and the clips stopped growing")
 
             // Room again: recording comes back, and the next game has its clip.
             try FileManager.default.removeItem(atPath: filler)
             try await eventually("both cameras recording again", timeout: .seconds(40)) { await bothRecording(site, headers: reader) }
+            #expect(await metrics(site).contains("claw_evidence_low_disk 0"))
+            #expect(site.site.logText.contains("Recording and cutting again"))
             let third = try await play(site, "cat", headers: reader)
             #expect(((try await record(site, third, headers: reader))["evidence"] as? [[String: Any]])?.count == 2, "clips once there is room again")
 

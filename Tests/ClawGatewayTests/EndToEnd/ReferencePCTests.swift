@@ -30,7 +30,8 @@ extension HeavySuites {
 
                 // Retained: a subscriber that comes after the PC reads `online` at once.
                 let watcher = try await TestSubscriber(
-                    broker: site.broker, topics: ["claw/m1/state", "claw/m1/control", "claw/m1/camera", "claw/m1/ack", "claw/m1/result"])
+                    broker: site.broker,
+                    topics: ["claw/m1/state", "claw/m1/control", "claw/m1/camera", "claw/m1/ack", "claw/m1/result", "claw/m1/result/ack"])
                 try await eventually("m1's retained state online") {
                     watcher.messages.contains { $0.topic == "claw/m1/state" && $0.retain && String(decoding: $0.payload, as: UTF8.self) == "online" }
                 }
@@ -45,6 +46,10 @@ extension HeavySuites {
                 // The result: the game's session echoed, recorded won (--win-rate 1).
                 let result = try WireMessage.decode(Array(try await watcher.waitFor("claw/m1/result").utf8))
                 #expect(result.code == .result && result.data == "true" && result.session == session, "\(result)")
+                // Numbered (SPEC §4), and confirmed by the gateway once the game's end is on disk.
+                let serial = try #require(result.serial, "the result has no serial")
+                try await watcher.waitFor("claw/m1/result/ack") { $0 == #"{"serial":\#(serial)}"# }
+                try await eventually("the PC to log the confirmation") { Self.log(site).contains("result \(serial) confirmed") }
                 var game: [String: Any] = [:]
                 try await eventually("the game to be recorded") {
                     let games = (try? await HTTP.get("\(site.base)/v1/machines/m1/games"))?.json["games"] as? [[String: Any]]
@@ -116,7 +121,9 @@ extension HeavySuites {
                 for payload in [#"{"command":1001,"data":"1","serial":78,"session":"bench"}"#, #"{"command":2,"serial":79}"#] {
                     try watcher.client.publish("claw/m1/control", payload: Array(payload.utf8))
                 }
-                try await watcher.waitFor("claw/m1/result") { $0 == #"{"command":4,"data":"false","session":"bench"}"# }
+                try await watcher.waitFor("claw/m1/result") {
+                    $0.wholeMatch(of: /\{"command":4,"data":"false","serial":\d+,"session":"bench"\}/) != nil
+                }
 
                 // A real game after that ends lost (--win-rate 0) with its own session.
                 try await site.generic(from: "ann", #"{"command":6}"#)
@@ -139,8 +146,9 @@ extension HeavySuites {
                 #expect(!acked.contains(424242) && !acked.contains(424243), "retained commands acked: \(acked)")
                 #expect(!acked.contains(76), "a message without a command was acked")
                 #expect(acked.count == 5, "77, 78, 79, the game's 1001 and grab: \(acked)")
+                // Two results, each numbered (a repeat, if the gateway was slow to confirm, has its serial).
                 let results = watcher.payloads(on: "claw/m1/result")
-                #expect(results.count == 2 && !results.contains { $0.contains("left-over") }, "\(results)")
+                #expect(Set(Self.serials(watcher, ["claw/m1/result"])).count == 2 && !results.contains { $0.contains("left-over") }, "\(results)")
 
                 // SIGTERM: the PC says offline itself and exits cleanly.
                 pc.signal(SIGTERM)
@@ -148,6 +156,45 @@ extension HeavySuites {
                 try await watcher.waitFor("claw/m1/state") { $0 == "offline" }
                 try await Self.waitOnline(site, false)
                 #expect(Self.log(site).contains("offline; stopped"))
+                await watcher.stop()
+            }
+        }
+
+        /// SPEC §4: a result the gateway does not confirm is repeated every
+        /// 2 s, same serial; the gateway, back, takes it once and confirms
+        /// it (and the repeats), and the PC stops. The gateway is frozen
+        /// (SIGSTOP) from the grab until the PC has repeated its result.
+        @Test func anUnconfirmedResultIsRepeatedUntilTheGatewayConfirmsIt() async throws {
+            try await Self.requirePython()
+            try await E2ESite.with(simulate: false) { site in
+                try await site.waitReady()
+                let pc = try Self.startPC(site, ["--result-delay", "0.2", "--win-rate", "1", "--result-timeout", "30"])
+                try await Self.waitOnline(site, true)
+                let watcher = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/control", "claw/m1/result", "claw/m1/result/ack"])
+                try await site.generic(from: "ann", #"{"command":6}"#)
+                let session = try await site.currentSession()
+                try await site.generic(from: "ann", #"{"command":12,"data":"\#(session)"}"#)
+                try await eventually("the game started") {
+                    (try? await HTTP.get("\(site.base)/v1/machines/m1"))?.json["state"] as? String == "playing"
+                }
+                #expect(try await site.generic(from: "ann", #"{"command":2,"serial":1}"#).json["result"] as? String == "forwarded")
+                try await watcher.waitFor("claw/m1/control") { $0.hasPrefix(#"{"command":2,"#) }
+                site.gateway?.signal(SIGSTOP)
+                try await eventually("the result sent, then repeated", timeout: .seconds(15)) {
+                    watcher.payloads(on: "claw/m1/result").count >= 2
+                }
+                let serials = Self.serials(watcher, ["claw/m1/result"])
+                #expect(Set(serials).count == 1, "a repeat has the same serial: \(serials)")
+                #expect(Self.log(site).contains("result repeated (not confirmed yet)"))
+                site.gateway?.signal(SIGCONT)
+
+                let serial = serials.first ?? -1
+                try await watcher.waitFor("claw/m1/result/ack") { $0 == #"{"serial":\#(serial)}"# }
+                try await eventually("the PC to log the confirmation") { Self.log(site).contains("result \(serial) confirmed") }
+                let games = try await HTTP.get("\(site.base)/v1/machines/m1/games").json["games"] as? [[String: Any]] ?? []
+                #expect(games.filter { $0["id"] as? String == session }.map { $0["outcome"] as? String } == ["won"])
+                pc.signal(SIGTERM)
+                _ = await pc.wait(timeout: 10)
                 await watcher.stop()
             }
         }

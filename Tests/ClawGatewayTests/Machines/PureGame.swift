@@ -101,8 +101,8 @@ struct PureGame {
     }
 
     @discardableResult
-    mutating func result(_ won: Bool, session: String? = nil) -> Step<Void> {
-        paid(state.result(won: won, data: String(won), session: session, context))
+    mutating func result(_ won: Bool, session: String? = nil, serial: Int64? = nil) -> Step<Void> {
+        paid(state.result(won: won, data: String(won), session: session, serial: serial, context))
     }
 
     @discardableResult
@@ -158,6 +158,11 @@ extension Step {
 
     var games: [GameRow] {
         writes.compactMap { if case .game(let row) = $0 { row } else { nil } }
+    }
+
+    /// The PC's numbered results confirmed on `result/ack` (once durable).
+    var confirmed: [Int64] {
+        effects.compactMap { if case .confirmResult(let serial) = $0 { serial } else { nil } }
     }
 
     var ledger: [LedgerEntry] {

@@ -210,8 +210,8 @@ final class GameHarness: Sendable {
         await settle()
     }
 
-    func result(_ won: Bool, session: String? = nil, retained: Bool = false) async {
-        let message = WireMessage(.result, data: String(won), session: session)
+    func result(_ won: Bool, session: String? = nil, serial: Int64? = nil, retained: Bool = false) async {
+        let message = WireMessage(.result, data: String(won), serial: serial, session: session)
         arcade.route(MQTTMessage(topic: "claw/m1/result", payload: message.encoded(), retain: retained))
         await settle()
     }
