@@ -23,6 +23,7 @@ public struct ChainTopics: Sendable, Equatable {
         case recordsAck = "records/ack"
         case wallet
         case walletAck = "wallet/ack"
+        case tell
     }
 
     public func topic(_ level: Level) -> String { "\(base)/\(level.rawValue)" }
@@ -43,6 +44,9 @@ public struct ChainTopics: Sendable, Equatable {
     public var wallet: String { topic(.wallet) }
     /// The recorder's answers to them.
     public var walletAck: String { topic(.walletAck) }
+    /// The recorder's word for one of the site's players (a prize of theirs
+    /// changed, SPEC §15), which the site passes on through its IM.
+    public var tell: String { topic(.tell) }
     /// A machine's topic as the site's broker bridges it out (`<m>/queue`, `<m>/state`, …).
     public func machine(_ id: String, _ topic: MachineTopic) -> String { "\(base)/\(id)/\(topic.rawValue)" }
 

@@ -2,7 +2,7 @@
 ///
 /// 1–5 are NetEase YunXin's claw-machine solution, kept byte-compatible;
 /// 11–13 and 1001 are the numbers that solution used for the invite flow and
-/// for coins; 6–9 and 1002 are this gateway's extension.
+/// for coins; 6–9, 14, 15 and 1002 are this gateway's extension.
 public enum CommandCode: Int, Sendable, CaseIterable, CustomStringConvertible {
     case move = 1
     case grab = 2
@@ -18,6 +18,8 @@ public enum CommandCode: Int, Sendable, CaseIterable, CustomStringConvertible {
     case declineTurn = 13
     /// Gateway → player: their balance changed (SPEC §11).
     case creditsChanged = 14
+    /// Gateway → player: one of their prizes changed (SPEC §15).
+    case prizeChanged = 15
     case addCoins = 1001
     /// Gateway → PC: reset the board and send the gantry home (SPEC §12).
     case reset = 1002
@@ -38,6 +40,7 @@ public enum CommandCode: Int, Sendable, CaseIterable, CustomStringConvertible {
         case .acceptTurn: "accept"
         case .declineTurn: "decline"
         case .creditsChanged: "credits_changed"
+        case .prizeChanged: "prize_changed"
         case .addCoins: "add_coins"
         case .reset: "reset"
         }

@@ -43,6 +43,17 @@ public enum EventType: String, Sendable, Codable, CaseIterable {
     /// A game changed its player's wallet (SPEC §11): `data` `debit` or
     /// `refund`, `change` (signed) and the `balance` after it.
     case credits
+    /// A won game made its prize (SPEC §15): `data` the prize's own id,
+    /// `reason` the machine's prize, `stock` what is left (when counted),
+    /// `oversold` when the stock was already 0.
+    case prizeWon = "prize_won"
+    /// A win took the stock down to `prizes.low_at`: `stock` what is left.
+    case lowStock = "low_stock"
+    /// The stock is 0: no turn is offered until a restock.
+    case outOfStock = "out_of_stock"
+    /// An operator set or added to the stock: `data` `set` or `add`,
+    /// `change` what was added (signed), `stock` the new stock, `reason` theirs.
+    case restocked
 }
 
 /// How a game (an offered turn) ended, as recorded (SPEC §3).
@@ -104,12 +115,17 @@ public struct GameEvent: Sendable, Equatable, Codable {
     /// `credits`: the change to the player's wallet (signed) and the balance after it.
     public var change: Int64?
     public var balance: Int64?
+    /// `prize_won`, `low_stock`, `out_of_stock`, `restocked`: the machine's stock after it (SPEC §15).
+    public var stock: Int64?
+    /// `prize_won`: the win found the stock at 0 (an operator set it so during the game).
+    public var oversold: Bool?
 
     public init(
         type: EventType, seq: Int64, ts: String, machine: String, player: String? = nil, provider: String? = nil,
         nick: String? = nil, session: String? = nil, position: Int? = nil, command: String? = nil,
         data: String? = nil, serial: Int64? = nil, playerSerial: Int64? = nil, reason: String? = nil,
-        outcome: GameOutcome? = nil, latencyMs: Double? = nil, commands: Int? = nil, change: Int64? = nil, balance: Int64? = nil
+        outcome: GameOutcome? = nil, latencyMs: Double? = nil, commands: Int? = nil, change: Int64? = nil, balance: Int64? = nil,
+        stock: Int64? = nil, oversold: Bool? = nil
     ) {
         self.type = type
         self.seq = seq
@@ -130,6 +146,8 @@ public struct GameEvent: Sendable, Equatable, Codable {
         self.commands = commands
         self.change = change
         self.balance = balance
+        self.stock = stock
+        self.oversold = oversold
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -137,7 +155,7 @@ public struct GameEvent: Sendable, Equatable, Codable {
         case playerSerial = "player_serial"
         case reason, outcome
         case latencyMs = "latency_ms"
-        case commands, change, balance
+        case commands, change, balance, stock, oversold
     }
 }
 
@@ -169,6 +187,8 @@ extension GameEvent {
         if let commands { JSONText.appendField("commands", integer: Int64(commands), to: &out) }
         if let change { JSONText.appendField("change", integer: change, to: &out) }
         if let balance { JSONText.appendField("balance", integer: balance, to: &out) }
+        if let stock { JSONText.appendField("stock", integer: stock, to: &out) }
+        if let oversold { JSONText.appendField("oversold", bool: oversold, to: &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -16,6 +16,9 @@ public struct GameRecord: Sendable, Equatable, Codable {
     public var evidence: [EvidenceClip]?
     /// The cameras without a clip of the game, and why.
     public var evidenceMissing: [EvidenceGap]?
+    /// The prize a won game made (SPEC §15), as it was made: what a chain's
+    /// records carry to the recorder. Nil for a game that made none.
+    public var prize: WonPrize?
 
     public init(
         id: String, machine: String, player: String, provider: String, nick: String, outcome: GameOutcome?, offeredAt: String,
@@ -38,7 +41,7 @@ public struct GameRecord: Sendable, Equatable, Codable {
         case offeredAt = "offered_at"
         case startedAt = "started_at"
         case endedAt = "ended_at"
-        case commands, evidence
+        case commands, evidence, prize
         case evidenceMissing = "evidence_missing"
     }
 
@@ -59,6 +62,40 @@ public struct GameRecord: Sendable, Equatable, Codable {
         try container.encode(commands, forKey: .commands)
         try container.encodeIfPresent(evidence, forKey: .evidence)
         try container.encodeIfPresent(evidenceMissing, forKey: .evidenceMissing)
+        try container.encodeIfPresent(prize, forKey: .prize)
+    }
+}
+
+/// A prize as its won game made it (SPEC §15): its own id (the one a
+/// player ships or exchanges by), the machine's prize it is one of, and
+/// what that prize was worth then.
+public struct WonPrize: Sendable, Equatable, Codable {
+    /// The prize's own id, unique in the chain.
+    public var id: String
+    /// The machine's prize (`machines[].prize.id`), e.g. `pikachu-30cm`.
+    public var prize: String
+    public var name: String
+    /// What one costs the operator, in credits (for the figures).
+    public var cost: Int64
+    /// The credits a player may take instead; 0: not offered.
+    public var exchange: Int64
+    public var wonAt: String
+    /// Won when the machine's stock was already 0.
+    public var oversold: Bool
+
+    public init(id: String, prize: String, name: String, cost: Int64, exchange: Int64, wonAt: String, oversold: Bool) {
+        self.id = id
+        self.prize = prize
+        self.name = name
+        self.cost = cost
+        self.exchange = exchange
+        self.wonAt = wonAt
+        self.oversold = oversold
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, prize, name, cost, exchange, oversold
+        case wonAt = "won_at"
     }
 }
 

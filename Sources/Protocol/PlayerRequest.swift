@@ -81,7 +81,7 @@ public struct PlayerRequest: Sendable, Equatable {
                 throw WireError(.invalidPayload, "Send the session id of the turn offer (command 11) in data.")
             }
             command = code == .acceptTurn ? .accept(session: data) : .decline(session: data)
-        case .result, .ack, .queuePosition, .error, .turnOffer, .creditsChanged, .addCoins, .reset:
+        case .result, .ack, .queuePosition, .error, .turnOffer, .creditsChanged, .prizeChanged, .addCoins, .reset:
             throw WireError(.unknownCommand, "Command \(code.rawValue) (\(code)) is not sent by players; players send 1, 2, 3, 6, 7, 12 or 13.")
         }
         if command.isControl, message.serial == nil {

@@ -8,6 +8,9 @@ public enum MachineStatus: String, Sendable, Codable, CaseIterable {
     /// Out of play (SPEC §12): its board reported a fault, or an operator
     /// took it out; the queue is kept, no turn is offered.
     case maintenance
+    /// Its stock of prizes is counted and at 0 (SPEC §15): the queue is
+    /// kept and may be joined, no turn is offered until a restock.
+    case outOfStock = "out_of_stock"
 }
 
 /// The retained snapshot on `claw/<m>/queue` (SPEC §4).
@@ -34,10 +37,13 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
     /// otherwise. Present while the game in progress finishes, before the
     /// state says `maintenance`.
     public var reason: String?
+    /// The prizes left in the machine (SPEC §15), when its stock is
+    /// counted; absent otherwise.
+    public var stock: Int64?
 
     public init(
         machine: String, seq: Int64, state: MachineStatus, online: Bool, paused: Bool, suspect: Bool = false,
-        player: CurrentPlayer?, waiting: [WaitingPlayer], fault: MachineFault? = nil, reason: String? = nil
+        player: CurrentPlayer?, waiting: [WaitingPlayer], fault: MachineFault? = nil, reason: String? = nil, stock: Int64? = nil
     ) {
         self.machine = machine
         self.seq = seq
@@ -50,10 +56,11 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
         self.length = waiting.count
         self.fault = fault
         self.reason = reason
+        self.stock = stock
     }
 
     private enum CodingKeys: String, CodingKey {
-        case machine, seq, state, online, paused, suspect, player, waiting, length, fault, reason
+        case machine, seq, state, online, paused, suspect, player, waiting, length, fault, reason, stock
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -71,6 +78,7 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
         // Only while they apply: a machine in play shows neither.
         try container.encodeIfPresent(fault, forKey: .fault)
         try container.encodeIfPresent(reason, forKey: .reason)
+        try container.encodeIfPresent(stock, forKey: .stock)
     }
 }
 
@@ -154,6 +162,7 @@ extension QueueSnapshot {
             out.append(UInt8(ascii: "}"))
         }
         if let reason { JSONText.appendField("reason", string: reason, to: &out) }
+        if let stock { JSONText.appendField("stock", integer: stock, to: &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -27,14 +27,21 @@ public struct WireMessage: Sendable, Equatable {
     public var balance: Int64?
     public var price: Int64?
     /// Command 14: the change to the balance (signed) and why: `topup`,
-    /// `debit`, `refund`, `adjust` (SPEC §11).
+    /// `debit`, `refund`, `adjust`, `exchange` (SPEC §11).
     public var change: Int64?
     public var reason: String?
+    /// Command 15: the prize's state now (`held`, `to_ship`, `shipped`,
+    /// `delivered`, `exchanged`), its name, and once shipped its tracking
+    /// number (SPEC §15). Written, not read.
+    public var state: String?
+    public var prize: String?
+    public var tracking: String?
 
     public init(
         command: Int, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
         message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
-        settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil
+        settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil,
+        state: String? = nil, prize: String? = nil, tracking: String? = nil
     ) {
         self.command = command
         self.data = data
@@ -49,17 +56,21 @@ public struct WireMessage: Sendable, Equatable {
         self.price = price
         self.change = change
         self.reason = reason
+        self.state = state
+        self.prize = prize
+        self.tracking = tracking
     }
 
     public init(
         _ code: CommandCode, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
         message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
-        settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil
+        settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil,
+        state: String? = nil, prize: String? = nil, tracking: String? = nil
     ) {
         self.init(
             command: code.rawValue, data: data, serial: serial, length: length,
             message: message, timeout: timeout, session: session, player: player, settings: settings,
-            balance: balance, price: price, change: change, reason: reason)
+            balance: balance, price: price, change: change, reason: reason, state: state, prize: prize, tracking: tracking)
     }
 
     /// The command as a known code, or nil for a number the protocol does not define.
@@ -232,6 +243,9 @@ extension WireMessage {
         if let price { JSONText.appendField("price", integer: price, to: &out) }
         if let change { JSONText.appendField("change", integer: change, to: &out) }
         if let reason { JSONText.appendField("reason", string: reason, to: &out) }
+        if let state { JSONText.appendField("state", string: state, to: &out) }
+        if let prize { JSONText.appendField("prize", string: prize, to: &out) }
+        if let tracking { JSONText.appendField("tracking", string: tracking, to: &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }
