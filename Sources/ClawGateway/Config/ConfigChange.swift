@@ -34,6 +34,10 @@ struct ConfigChange: Sendable {
         // Prices apply (through the machines); whether games cost at all,
         // and how top-ups are taken, are what the gateway was built with.
         compare("credits") { config in config.credits.map { [$0.topupSecret, String($0.maxTopup), String($0.welcome)] } }
+        // Whether wins make prizes, and how long addresses are kept, are
+        // what the gateway was built with; a machine's prize and the low
+        // mark apply (through the machines).
+        compare("prizes") { config in config.prizes.map { [String($0.forgetAddress.seconds)] } }
         // Every player's budget is one bucket the arcade was built with.
         compare("game.max_commands_per_second") { $0.game.maxCommandsPerSecond }
         var applied = running

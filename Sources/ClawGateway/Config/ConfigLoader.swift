@@ -78,7 +78,7 @@ struct Schema {
     let baseDirectory: String
 
     func read(_ root: Node) -> GatewayConfig? {
-        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain", "app_server", "credits", "evidence"]) else {
+        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain", "app_server", "credits", "evidence", "prizes"]) else {
             return nil
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
@@ -91,9 +91,10 @@ struct Schema {
         let defaults = MachineSettings.read(
             gameSection?.section("settings", keys: MachineSettings.keys), over: MachineSettings())
         let credits = top.section("credits", keys: CreditsSettings.keys).flatMap { CreditsSettings.read($0, inChain: top.has("chain")) }
+        let prizes = top.section("prizes", keys: PrizeSettings.keys).map(PrizeSettings.read)
         let machines = readMachines(
             top.list("machines", required: true), topicPrefix: mqtt?.topicPrefix, settings: defaults,
-            credits: top.has("credits") ? (credits?.price ?? 0) : nil)
+            credits: top.has("credits") ? (credits?.price ?? 0) : nil, prizes: prizes)
         let chain = top.section("chain", keys: ChainSettings.keys).flatMap { ChainSettings.read($0, brokerURL: brokerURL) }
         let appServer = top.section("app_server", keys: AppServerSettings.keys).flatMap {
             AppServerSettings.read($0, netease: im.netease, machines: machines ?? [])
@@ -121,7 +122,7 @@ struct Schema {
         guard credits != nil || !top.has("credits") else { return nil }
         return GatewayConfig(
             gateway: gateway, mqtt: mqtt, http: http, im: im, game: game, storage: storage, machines: machines, chain: chain,
-            appServer: appServer, credits: credits, evidence: evidence)
+            appServer: appServer, credits: credits, evidence: evidence, prizes: prizes)
     }
 
     private func readGateway(_ section: ConfigReader.Section?) -> GatewaySettings? {
@@ -275,7 +276,8 @@ struct Schema {
     /// - Parameter credits: the price of a game on a machine with no
     ///   `price:` of its own; nil when games are free (no `credits:`).
     private func readMachines(
-        _ items: [(path: String, node: Node)]?, topicPrefix: String?, settings defaults: MachineSettings, credits: Int64?
+        _ items: [(path: String, node: Node)]?, topicPrefix: String?, settings defaults: MachineSettings, credits: Int64?,
+        prizes: PrizeSettings?
     ) -> [MachineConfig]? {
         guard let items else { return nil }
         if items.isEmpty { reader.report("machines", "must list at least one machine") }
@@ -283,7 +285,7 @@ struct Schema {
         var idsSeen: [String: String] = [:]
         var accountsSeen: [String: String] = [:]
         for (path, node) in items {
-            guard let section = reader.section(node, at: path, keys: ["id", "name", "im_account", "cameras", "camera_topic", "chatroom_id", "settings", "price"]),
+            guard let section = reader.section(node, at: path, keys: ["id", "name", "im_account", "cameras", "camera_topic", "chatroom_id", "settings", "price", "prize"]),
                 let id = section.string("id", required: true)
             else { continue }
             if let problem = machineIDProblem(id) {
@@ -310,7 +312,10 @@ struct Schema {
                 cameras: readCameras(section.list("cameras") ?? []), cameraTopic: cameraTopic,
                 chatroomID: AppServerSettings.chatroomID(section),
                 settings: MachineSettings.read(section.section("settings", keys: MachineSettings.keys), over: defaults),
-                price: credits.map { ownPrice ?? $0 }))
+                price: credits.map { ownPrice ?? $0 },
+                prize: section.section("prize", keys: MachinePrize.keys).flatMap {
+                    MachinePrize.read($0, credits: credits != nil, settings: prizes)
+                }))
         }
         // A notification's `to` may be an id or an im_account: neither may name two machines.
         for machine in machines where machine.imAccount != machine.id {

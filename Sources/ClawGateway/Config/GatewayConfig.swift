@@ -21,6 +21,8 @@ struct GatewayConfig: Sendable {
     var credits: CreditsSettings? = nil
     /// Set when every game's video is kept (SPEC §14).
     var evidence: EvidenceSettings? = nil
+    /// Set when wins make prizes owed to their players (SPEC §15).
+    var prizes: PrizeSettings? = nil
 
     var topics: Topics { Topics(prefix: mqtt.topicPrefix) }
 }
@@ -160,6 +162,9 @@ struct MachineConfig: Sendable, Equatable {
     /// What a game costs here in credits (SPEC §11): the machine's `price:`
     /// or `credits.price`; 0 free on this machine; nil: no `credits:`, every game free.
     var price: Int64? = nil
+    /// What a win here makes (SPEC §15); nil: no prize (no `prizes:`, or
+    /// none configured for this machine).
+    var prize: MachinePrize? = nil
 
     var cameraIDs: [String] { cameras.map(\.id) }
 }

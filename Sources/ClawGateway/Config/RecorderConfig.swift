@@ -13,6 +13,9 @@ struct RecorderConfig: Sendable {
     /// `credits:` (`topup_secret`, `max_topup`): the recorder keeps the
     /// chain's wallets and takes the payment service's top-ups (SPEC §11).
     var credits: CreditsSettings? = nil
+    /// `prizes:` (`forget_address`): the recorder serves the players'
+    /// prizes and ships them, chain-wide (SPEC §15).
+    var prizes: PrizeSettings? = nil
 }
 
 /// `recorder:`: the HTTP side, read with the keys and rules of
@@ -101,7 +104,9 @@ struct DatabaseURLProblem: Error, Equatable {
 }
 
 extension RecorderConfig {
-    static let keys = ["recorder", "bus", "credits"]
+    static let keys = ["recorder", "bus", "credits", "prizes"]
+    /// What of `gateway.yaml`'s `prizes:` the recorder takes: the stock is each site's.
+    static let prizesKeys = ["forget_address"]
     /// What of `gateway.yaml`'s `credits:` the recorder takes: prices are each site's.
     static let creditsKeys = ["topup_secret", "max_topup"]
     static let recorderKeys = [
@@ -165,6 +170,7 @@ extension Schema {
         // survive a restart, or its session (clean session false) is lost.
         if busSection?.has("client_id") == false { bus?.clientID = RecorderConfig.defaultClientID() }
         let credits = top.section("credits", keys: RecorderConfig.creditsKeys).flatMap { CreditsSettings.read($0) }
+        let prizes = top.section("prizes", keys: RecorderConfig.prizesKeys).map(PrizeSettings.readRecorder)
         let ledgerKey = section.flatMap { token($0, "ledger_key") }
         let voucherMaxAge =
             section?.duration("voucher_max_age", default: .seconds(30), atLeast: .seconds(1)) ?? .seconds(30)
@@ -184,6 +190,6 @@ extension Schema {
         return RecorderConfig(
             recorder: RecorderSettings(
                 http: http, database: database, logLevel: level, ledgerKey: ledgerKey, voucherMaxAge: voucherMaxAge),
-            bus: bus, credits: credits)
+            bus: bus, credits: credits, prizes: prizes)
     }
 }

@@ -240,6 +240,19 @@ struct ConfigLoaderTests {
         Case(yaml: minimal + "\nevidence: { dir: ev, min_fre: 1GiB }", expected: "evidence.min_fre: unknown key (did you mean min_free?)"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nevidence: { dir: ev }\nmachines: [{id: m1, cameras: [{id: \"1\", stream: rtmp://cam/live/1}, {id: \"2\", stream: /var/video/m1.flv}]}]", expected: "machines[0].cameras[1].stream: \"/var/video/m1.flv\" is not an RTMP URL"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nevidence: { dir: ev }\nmachines: [{id: m1, cameras: [{id: \"1\", stream: \"http://cam/live.flv\"}]}]", expected: "machines[0].cameras[0].stream: \"http://cam/live.flv\" is not an RTMP URL"),
+        // prizes (SPEC §15)
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: [{id: m1, prize: {id: p, name: P}}]", expected: "machines[0].prize: needs a prizes: section"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nprizes: {}\nmachines: [{id: m1, prize: {name: P}}]", expected: "machines[0].prize.id: is required"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nprizes: {}\nmachines: [{id: m1, prize: {id: p}}]", expected: "machines[0].prize.name: is required"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nprizes: {}\nmachines: [{id: m1, prize: {id: \"pika chu\", name: P}}]", expected: "machines[0].prize.id: \"pika chu\" is not a prize id"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nprizes: {}\nmachines: [{id: m1, prize: {id: p, name: P, cost: -1}}]", expected: "machines[0].prize.cost: must be between 0 and"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nprizes: {}\nmachines: [{id: m1, prize: {id: p, name: P, exchange: 8}}]", expected: "machines[0].prize.exchange: needs a credits: section"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nprizes: {}\nmachines: [{id: m1, prize: {id: p, name: P, excange: 8}}]", expected: "machines[0].prize.excange: unknown key (did you mean exchange?)"),
+        Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nprizes: {}\nmachines: [{id: m1, prize: pikachu}]", expected: "machines[0].prize: must be a mapping"),
+        Case(yaml: minimal + "\nprizes: { low_at: -1 }", expected: "prizes.low_at: must be between 0 and 1000000"),
+        Case(yaml: minimal + "\nprizes: { forget_address: 10m }", expected: "prizes.forget_address: must be at least 1h"),
+        Case(yaml: minimal + "\nprizes: { forget_adress: 30d }", expected: "prizes.forget_adress: unknown key (did you mean forget_address?)"),
+        Case(yaml: minimal + "\nprize: {}", expected: "prize: unknown key (did you mean prizes?)"),
         // shapes
         Case(yaml: "gateway: {id: a}\nmqtt: [1, 2]\nmachines: [{id: m1}]", expected: "mqtt: must be a mapping"),
         Case(yaml: "gateway: {id: a}\nmqtt: { url: mqtt://h }\nmachines: { id: m1 }", expected: "machines: must be a list"),
@@ -281,6 +294,26 @@ struct ConfigLoaderTests {
         #expect(config.credits == CreditsSettings(price: 3, topupSecret: "0123456789abcdef0123", maxTopup: 500, welcome: 5))
         #expect(config.machines.map(\.price) == [3, 0, 7])
         #expect(try parse(Self.minimal).machines.first?.price == nil, "without credits: every game is free")
+    }
+
+    @Test func prizesHaveTheirDefaultsAndEachMachineItsPrize() throws {
+        let config = try parse(
+            """
+            gateway: { id: a }
+            mqtt: { url: "mqtt://h" }
+            credits: { price: 1, topup_secret: "0123456789abcdef0123" }
+            prizes: { low_at: 5, forget_address: 30d }
+            machines:
+              - id: m1
+                prize: { id: pikachu-30cm, name: "Pikachu 30 cm", cost: 12, exchange: 8 }
+              - id: m2
+            """)
+        #expect(config.prizes == PrizeSettings(lowAt: 5, forgetAddress: .seconds(30 * 86400)))
+        #expect(config.machines[0].prize == MachinePrize(id: "pikachu-30cm", name: "Pikachu 30 cm", cost: 12, exchange: 8, lowAt: 5))
+        #expect(config.machines[1].prize == nil, "a machine without a prize makes none")
+        let defaults = try parse(Self.minimal + "\nprizes: {}")
+        #expect(defaults.prizes == PrizeSettings(lowAt: 3, forgetAddress: .seconds(90 * 86400)))
+        #expect(try parse(Self.minimal).prizes == nil)
     }
 
     @Test("an invalid file is refused with the problem named by its path", arguments: invalid)
