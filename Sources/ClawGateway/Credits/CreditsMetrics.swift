@@ -6,7 +6,7 @@ enum CreditsMetrics {
     private static var moved: MetricNameDescriptor {
         MetricNameDescriptor(
             namespace: "claw", metricName: "credits", unitName: "total",
-            helpText: "Credits moved through the players' wallets, by kind: topup, debit, refund, adjust (either way, by size).")
+            helpText: "Credits moved through the players' wallets, by kind: topup, debit, refund, adjust (either way, by size), exchange (prizes taken as credits).")
     }
 
     private static let byKind: [LedgerEntry.Kind: Counter] = Dictionary(

@@ -3,17 +3,19 @@ import GRDB
 
 /// One entry of a player's wallet (SPEC §11): append-only, never changed or
 /// deleted. Keyed where the spec keys it: a top-up by its order id, a debit
-/// and a refund by the game's session (at most one of each per game).
+/// and a refund by the game's session (at most one of each per game), an
+/// exchange by the prize taken as credits (SPEC §15: once per prize).
 struct LedgerEntry: Sendable, Equatable {
     enum Kind: String, Sendable, CaseIterable {
-        case topup, debit, refund, adjust
+        case topup, debit, refund, adjust, exchange
     }
 
     var wallet: PlayerAddress
     var kind: Kind
     /// Signed: a debit is negative, a top-up and a refund positive, an adjustment either.
     var credits: Int64
-    /// A top-up's order id, a debit's or refund's session; an operator's
+    /// A top-up's order id, a debit's or refund's session, an exchange's
+    /// prize; an operator's
     /// adjustment's key (SPEC §11: once per wallet, kept beside the ledger
     /// with the balance it left, not in the ledger's own key); nil for a
     /// tourist's welcome.
@@ -31,8 +33,18 @@ struct LedgerEntry: Sendable, Equatable {
 extension LedgerEntry {
     /// The rules every ledger's table holds its rows to, the site's SQLite
     /// and the chain's PostgreSQL alike: the kinds, each kind's sign, a key
-    /// for all but an adjustment.
+    /// for all but an adjustment. Named, so that a later kind can replace
+    /// them (``tableChecksBeforeExchange`` were the first tables', unnamed).
     static let tableChecks = """
+        CONSTRAINT ledger_kinds CHECK (kind IN ('topup', 'debit', 'refund', 'adjust', 'exchange')),
+        CONSTRAINT ledger_signs CHECK ((kind = 'debit' AND credits < 0)
+            OR (kind IN ('topup', 'refund', 'exchange') AND credits > 0) OR (kind = 'adjust' AND credits <> 0)),
+        CONSTRAINT ledger_keys CHECK ((kind = 'adjust') = (key IS NULL))
+        """
+
+    /// The rules of the ledger's first tables, as their migrations made
+    /// them (a migration never changes): before `exchange` (SPEC §15).
+    static let tableChecksBeforeExchange = """
         CHECK (kind IN ('topup', 'debit', 'refund', 'adjust')),
         CHECK ((kind = 'debit' AND credits < 0) OR (kind IN ('topup', 'refund') AND credits > 0) OR (kind = 'adjust' AND credits <> 0)),
         CHECK ((kind = 'adjust') = (key IS NULL))
@@ -77,7 +89,7 @@ extension GameStore {
                         reason TEXT,
                         digest TEXT,
                         at TEXT NOT NULL,
-                        \(LedgerEntry.tableChecks)
+                        \(LedgerEntry.tableChecksBeforeExchange)
                     );
                     CREATE UNIQUE INDEX ledger_once ON ledger (kind, key) WHERE key IS NOT NULL;
                     CREATE INDEX ledger_by_wallet ON ledger (provider, account, seq);
@@ -91,6 +103,42 @@ extension GameStore {
                         balance INTEGER NOT NULL CHECK (balance >= 0),
                         PRIMARY KEY (provider, account)
                     );
+                    """)
+        }
+    }
+
+    /// A prize taken as credits is a ledger entry of its own kind, keyed by
+    /// the prize (SPEC §11, §15). SQLite changes no CHECK in place: the
+    /// table is made again with the new rules, its rows (and their numbers)
+    /// copied as they are, its indexes and triggers made again.
+    static func registerExchange(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v15-ledger-exchange") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE ledger_v15 (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        provider TEXT NOT NULL,
+                        account TEXT NOT NULL,
+                        kind TEXT NOT NULL,
+                        credits INTEGER NOT NULL,
+                        key TEXT,
+                        reason TEXT,
+                        digest TEXT,
+                        at TEXT NOT NULL,
+                        \(LedgerEntry.tableChecks)
+                    );
+                    INSERT INTO ledger_v15 (seq, provider, account, kind, credits, key, reason, digest, at)
+                        SELECT seq, provider, account, kind, credits, key, reason, digest, at FROM ledger ORDER BY seq;
+                    DROP TRIGGER ledger_never_changed;
+                    DROP TRIGGER ledger_never_deleted;
+                    DROP TABLE ledger;
+                    ALTER TABLE ledger_v15 RENAME TO ledger;
+                    CREATE UNIQUE INDEX ledger_once ON ledger (kind, key) WHERE key IS NOT NULL;
+                    CREATE INDEX ledger_by_wallet ON ledger (provider, account, seq);
+                    CREATE TRIGGER ledger_never_changed BEFORE UPDATE ON ledger
+                        BEGIN SELECT RAISE(ABORT, 'ledger entries are never changed'); END;
+                    CREATE TRIGGER ledger_never_deleted BEFORE DELETE ON ledger
+                        BEGIN SELECT RAISE(ABORT, 'ledger entries are never deleted'); END;
                     """)
         }
     }

@@ -119,7 +119,7 @@ final class GameStore: Sendable {
         try? old.close()
     }
 
-    private static var migrator: DatabaseMigrator {
+    static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
             try db.execute(
@@ -247,6 +247,8 @@ final class GameStore: Sendable {
         registerEvidence(&migrator)
         registerResumedGames(&migrator)
         registerAdjustKeys(&migrator)
+        registerExchange(&migrator)
+        registerPrizes(&migrator)
         return migrator
     }
 
@@ -290,7 +292,8 @@ final class GameStore: Sendable {
                 let maintenance = try Self.kept(Maintenance.self, in: "machine_maintenance", column: "maintenance", machine: machine, db)
                 return RestoredMachine(
                     queue: queue, snapshotSeq: meta?["snapshot_seq"] ?? 0, paused: meta?["paused"] ?? false, openGames: open,
-                    lostInARow: lost, settings: settings, maintenance: maintenance, lastResult: try Self.lastResult(of: machine, db))
+                    lostInARow: lost, settings: settings, maintenance: maintenance, lastResult: try Self.lastResult(of: machine, db),
+                    stock: try Self.stock(of: machine, db))
             }
         } catch {
             throw StorageError(path: path, operation: "restore \(machine)", underlying: error)
@@ -437,7 +440,8 @@ final class GameStore: Sendable {
                         FROM games WHERE ship_seq > ? ORDER BY ship_seq LIMIT ?
                         """,
                     arguments: [seq, limit])
-                let games = try Self.withEvidence(rows.map(Self.record), db)
+                // A chain's record carries its game's prize (SPEC §15) and clips (§14).
+                let games = try Self.withPrizes(try Self.withEvidence(rows.map(Self.record), db), db)
                 return zip(rows, games).map { row, game in (seq: row["ship_seq"], game: game) }
             }
         } catch {
@@ -502,6 +506,14 @@ final class GameStore: Sendable {
             try keep(ask, db)
         case .chainRefundAnswered(let session):
             try db.execute(sql: "UPDATE chain_wallet SET answered = 1 WHERE kind = 'refund' AND session = ?", arguments: [session])
+        case .stock(let entry):
+            try write(entry, db)
+        case .prize(let prize):
+            try write(prize, db)
+        case .parcel(let parcel):
+            try write(parcel, db)
+        case .prizes(let ids, let state, let parcel, let at):
+            try move(prizes: ids, to: state, parcel: parcel, at: at, db)
         }
     }
 
@@ -616,6 +628,7 @@ final class GameStore: Sendable {
         if let game = image.openGame { try upsert(game, db) }
         try apply(.settings(machine: image.machine, image.settings), db, shipsRecords: false)
         try apply(.maintenance(machine: image.machine, image.maintenance), db, shipsRecords: false)
+        if let stock = image.stock { try keepStock(machine: image.machine, stock, db) }
     }
 
     private struct GameNotWritten: Error, CustomStringConvertible {
@@ -656,6 +669,14 @@ enum StoreChange: Sendable, Equatable {
     case chainWallet(ChainWalletAsk)
     /// The chain's ledger answered the refund of this session.
     case chainRefundAnswered(session: String)
+    /// A line of a machine's stock log, and the stock after it (SPEC §15).
+    case stock(StockEntry)
+    /// A prize a won game made, with the game's end.
+    case prize(PrizeRow)
+    /// A parcel as it now is (made, shipped, delivered).
+    case parcel(ParcelRow)
+    /// Prizes moved to a state (into a parcel, for the shipping states).
+    case prizes([String], PrizeState, parcel: String?, at: Date)
 }
 
 /// A game's record as it is written.
@@ -720,6 +741,8 @@ struct RestoredMachine: Sendable, Equatable {
     var maintenance: Maintenance? = nil
     /// The result that ended its last game, when the PC numbered it.
     var lastResult: TakenResult? = nil
+    /// Its counted stock of prizes (SPEC §15), if an operator ever set it.
+    var stock: StockLevel? = nil
 }
 
 /// The storage failed; says which file and what it was doing.

@@ -67,8 +67,9 @@ final class StorageWriter: Sendable {
         var nextWaiter = 0
         /// Game records of failed commits, by id, the latest of each.
         var unsaved: [String: GameRow] = [:]
-        /// Money of failed commits, in the order it was decided: ledger
-        /// entries, and in a chain the asks of its ledger (a refund owed).
+        /// Money and prizes of failed commits, in the order they were
+        /// decided: ledger entries, in a chain the asks of its ledger (a
+        /// refund owed), stock lines, prizes and their parcels.
         var unsavedMoney: [StoreChange] = []
         var failing = false
         /// While failing: every machine's state as the arcade handed it
@@ -367,13 +368,13 @@ final class StorageWriter: Sendable {
 }
 
 extension StorageWriter.State {
-    /// Keeps the game records and ledger entries of a write that did not
-    /// happen; the rest of it is in the machines' images.
+    /// Keeps the game records, ledger entries and prizes of a write that
+    /// did not happen; the rest of it is in the machines' images.
     fileprivate mutating func keepRecords(of submission: StorageWriter.Submission) {
         for change in submission.changes {
             switch change {
             case .game(let row): unsaved[row.id] = row
-            case .ledger, .chainWallet: unsavedMoney.append(change)
+            case .ledger, .chainWallet, .stock, .prize, .parcel, .prizes: unsavedMoney.append(change)
             default: break
             }
         }

@@ -119,3 +119,53 @@ import Testing
         #expect(try Wallets(settings: settings, writer: StorageWriter(store: try GameStore(path: store.path), logger: Logger(label: "test")), logger: Logger(label: "test")).balance(of: Self.alice) == 4)
     }
 }
+
+/// `exchange` (SPEC §11, §15) in a file made before it: the ledger's table
+/// is made again with the new rules, every entry kept as it was.
+@Suite struct LedgerExchangeMigrationTests {
+    static func write(_ pool: DatabasePool, _ body: (Database) throws -> Void) throws {
+        try pool.write(body)
+    }
+
+    @Test func aFileOfBeforeExchangesKeepsItsEntriesAndTakesExchanges() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "ledger-v14")
+        let path = GameHarness.databasePath(in: directory)
+        do {
+            let pool = try DatabasePool(path: path)
+            try GameStore.migrator.migrate(pool, upTo: "v14-adjust-keys")
+            try Self.write(pool) { db in
+                for (kind, credits, key) in [("topup", 10, "order-1"), ("debit", -2, "s1"), ("refund", 2, "s1")] {
+                    try db.execute(
+                        sql: "INSERT INTO ledger (provider, account, kind, credits, key, at) VALUES ('netease', 'alice', ?, ?, ?, '2026-11-01T00:00:00.000Z')",
+                        arguments: [kind, credits, key])
+                }
+                try db.execute(sql: "INSERT INTO wallets (provider, account, balance) VALUES ('netease', 'alice', 10)")
+                #expect(throws: (any Error).self, "no exchange before") {
+                    try db.execute(
+                        sql: "INSERT INTO ledger (provider, account, kind, credits, key, at) VALUES ('netease', 'alice', 'exchange', 5, 'p-1', 'x')")
+                }
+            }
+            try pool.close()
+        }
+        let store = try GameStore(path: path)
+        let before = try await store.wallet(LedgerStoreTests.alice, limit: 10, offset: 0)
+        #expect(before.balance == 10 && before.entries.map(\.kind) == [.refund, .debit, .topup])
+        #expect(try await store.append(LedgerStoreTests.entry(.exchange, 8, key: "p-1")) == .written(balance: 18))
+        #expect(try await store.append(LedgerStoreTests.entry(.exchange, 8, key: "p-1")) == .duplicate(balance: 18), "once per prize")
+        #expect(try store.readNow { db in try Int64.fetchAll(db, sql: "SELECT seq FROM ledger ORDER BY seq") } == [1, 2, 3, 4],
+                "numbers kept, and the next after them")
+        // The rules hold as they did, and for the new kind.
+        for sql in [
+            "INSERT INTO ledger (provider, account, kind, credits, key, at) VALUES ('netease', 'alice', 'exchange', -5, 'p-2', 'x')",
+            "INSERT INTO ledger (provider, account, kind, credits, key, at) VALUES ('netease', 'alice', 'exchange', 5, NULL, 'x')",
+            "INSERT INTO ledger (provider, account, kind, credits, key, at) VALUES ('netease', 'alice', 'debit', 5, 's9', 'x')",
+            "INSERT INTO ledger (provider, account, kind, credits, key, at) VALUES ('netease', 'alice', 'gift', 5, 'g', 'x')",
+            "UPDATE ledger SET credits = 100 WHERE seq = 1",
+            "DELETE FROM ledger",
+        ] {
+            #expect(throws: (any Error).self, "\(sql)") { try store.pool.write { db in try db.execute(sql: sql) } }
+        }
+        #expect(try store.walletsOutOfBalance().isEmpty)
+        try store.close()
+    }
+}

@@ -24,7 +24,7 @@ extension RecorderStore {
             digest text,
             site text,
             at timestamptz NOT NULL DEFAULT now(),
-            \(LedgerEntry.tableChecks)
+            \(LedgerEntry.tableChecksBeforeExchange)
         )
         """,
         "CREATE UNIQUE INDEX ledger_once ON ledger (kind, key) WHERE key IS NOT NULL",
@@ -42,6 +42,24 @@ extension RecorderStore {
             PRIMARY KEY (provider, account)
         )
         """,
+    ]
+
+    /// A prize taken as credits is a ledger entry of its own kind, keyed by
+    /// the prize (SPEC §11, §15). The first table's checks were made
+    /// unnamed (PostgreSQL named them); every check of the table is dropped
+    /// by the name the catalogue holds, and the rules made again, named.
+    static let exchangeMigration = [
+        """
+        DO $$
+        DECLARE c record;
+        BEGIN
+            FOR c IN SELECT conname FROM pg_constraint WHERE conrelid = 'ledger'::regclass AND contype = 'c' LOOP
+                EXECUTE format('ALTER TABLE ledger DROP CONSTRAINT %I', c.conname);
+            END LOOP;
+        END $$
+        """,
+        // The same named rules as a new table's, each an ADD of one ALTER.
+        "ALTER TABLE ledger " + LedgerEntry.tableChecks.replacingOccurrences(of: "CONSTRAINT ", with: "ADD CONSTRAINT "),
     ]
 
     /// An operator's adjustment is keyed (SPEC §11): the key, once per
