@@ -91,8 +91,8 @@ struct RoomInfo: Encodable, Sendable, Equatable {
         httpPullUrl2 = camera(1)?.http
         hlsPullUrl1 = camera(0)?.hls
         hlsPullUrl2 = camera(1)?.hls
-        // Paused or in maintenance (SPEC §12): shown, but out of play.
-        let outOfPlay = snapshot.paused || snapshot.state == .maintenance
+        // Paused, in maintenance (SPEC §12) or out of stock (SPEC §15): shown, but out of play.
+        let outOfPlay = snapshot.paused || snapshot.state == .maintenance || snapshot.state == .outOfStock
         roomStatus = snapshot.online && !outOfPlay
         liveStatus = outOfPlay ? 2 : snapshot.online ? 1 : 0
         self.onlineUserCount = onlineUserCount

@@ -277,6 +277,7 @@ final class Machine: Sendable {
         metrics.online.set(to: snapshot.online ? 1 : 0)
         metrics.suspect.set(to: snapshot.suspect ? 1 : 0)
         metrics.maintenance.set(to: snapshot.state == .maintenance ? 1 : 0)
+        if let stock = snapshot.stock { metrics.stock(stock) }
     }
 
     /// What storage must hold for this machine, for the writer's rewrite after a failure.
@@ -343,6 +344,17 @@ final class Machine: Sendable {
         guard guarded.withLock({ $0.game.phase.turn?.session == answer.session }) else { return false }
         _ = transition { game, context in game.debitAnswered(answer, context) }
         return true
+    }
+
+    /// An operator sets the machine's stock of prizes or adds to it, with a
+    /// reason (SPEC §15; ``MachineState/restock(_:reason:_:)``).
+    func restock(_ change: StockChange, reason: String) -> (MachineState.Restock, StorageWriter.Ticket?) {
+        transition { game, context in game.restock(change, reason: reason, context) }
+    }
+
+    /// The machine's prize and its counted stock (nil: never set), as they now are.
+    var prizeStock: (prize: MachinePrize?, stock: Int64?) {
+        guarded.withLock { ($0.game.machine.prize, $0.game.countedStock) }
     }
 
     /// Ends the current turn as `skipped`; false when nobody holds the machine.
@@ -569,6 +581,17 @@ final class Machine: Sendable {
             logger.info("Machine online")
         case .offline:
             logger.warning("Machine offline")
+        case .lowStock:
+            logger.warning("Stock of prizes low: restock soon", metadata: ["machine.stock": .stringConvertible(event.stock ?? 0)])
+        case .outOfStock:
+            logger.warning("Out of prizes: no turn is offered until a restock")
+        case .restocked:
+            logger.notice(
+                "Stock of prizes changed by an operator",
+                metadata: [
+                    "machine.stock": .stringConvertible(event.stock ?? 0), "stock.change": .stringConvertible(event.change ?? 0),
+                    "stock.reason": .string(event.reason ?? ""),
+                ])
         case .fault:
             logger.error(
                 "Machine fault: out of play until it is reset",

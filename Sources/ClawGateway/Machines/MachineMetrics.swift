@@ -64,6 +64,12 @@ struct MachineMetrics: Sendable {
         stats = MachineStats(today: today)
     }
 
+    /// The machine's counted stock of prizes (SPEC §15): a series made
+    /// once the stock is counted, so that a machine without one shows none.
+    func stock(_ stock: Int64) {
+        GatewayMetrics.registry.makeGauge(descriptor: GatewayMetrics.Family.stock, labels: [("machine", machine)]).set(to: Double(stock))
+    }
+
     /// A request refused with `code`.
     func dropped(_ code: ErrorCode) {
         dropped[code]?.increment()

@@ -166,6 +166,10 @@ struct MachineState: Sendable {
     /// it changes nothing and is confirmed again (SPEC §4, `result/ack`).
     /// Read back from the last game's record after a restart.
     var lastResult: TakenResult?
+    /// The prizes left in the machine (SPEC §15), and the number of the last
+    /// line of its stock log; nil until an operator sets it (not counted).
+    /// Durable; changed by wins and restocks, both transitions of this value.
+    var stock: StockLevel?
 
     /// - Parameters:
     ///   - restored: the queue, pause flag and snapshot sequence read back from storage.
@@ -179,6 +183,7 @@ struct MachineState: Sendable {
         settingsOverride = restored.settings
         maintenance = restored.maintenance
         lastResult = restored.lastResult
+        stock = restored.stock
         waiting = restored.queue
         snapshotSeq = restored.snapshotSeq
         nextSerial = firstSerial
@@ -194,6 +199,7 @@ struct MachineState: Sendable {
     /// progress is over.
     var status: MachineStatus {
         if maintenance != nil, case .idle = phase { return .maintenance }
+        if outOfStock, case .idle = phase { return .outOfStock }
         return online ? phase.status : .offline
     }
 
@@ -210,7 +216,7 @@ struct MachineState: Sendable {
                     deadline: deadline.map { Timestamp.string(now.wall(at: $0)) })
             },
             waiting: waiting.map { WaitingPlayer(accid: $0.accid, provider: $0.provider, nick: $0.nick) },
-            fault: maintenance?.fault, reason: maintenance?.reason)
+            fault: maintenance?.fault, reason: maintenance?.reason, stock: countedStock)
     }
 
     /// The earliest moment at which ``expire(_:)`` has something to do: the
@@ -231,7 +237,7 @@ struct MachineState: Sendable {
     func durableImage(at now: Moment) -> DurableMachine {
         DurableMachine(
             machine: id, queue: waiting, snapshotSeq: snapshotSeq, paused: paused, openGame: openRecord(at: now),
-            settings: settingsOverride, maintenance: maintenance)
+            settings: settingsOverride, maintenance: maintenance, stock: stock)
     }
 
     /// The current turn's record while it is open, with what a restart
@@ -343,7 +349,8 @@ struct MachineState: Sendable {
 
     /// Offers the head of the queue the turn when the machine is free.
     mutating func offerNextTurn(_ fx: inout Effects) {
-        guard case .idle = phase, online, !paused, !suspect, !retiring, maintenance == nil, reset == nil, !waiting.isEmpty else { return }
+        guard case .idle = phase, online, !paused, !suspect, !retiring, maintenance == nil, reset == nil, !outOfStock, !waiting.isEmpty
+        else { return }
         let entry = waiting.removeFirst()
         fx.queueMoved(from: 0)
         sessionsMade += 1
@@ -386,6 +393,8 @@ struct MachineState: Sendable {
             $0.commands = turn.commands
             $0.reason = reason
         }
+        // A won game is a prize owed, written with the game's end (SPEC §15).
+        if outcome == .won { makePrize(turn, &fx) }
     }
 
     /// The game record of `turn` as storage keeps it.
@@ -475,4 +484,6 @@ struct DurableMachine: Sendable, Equatable {
     var settings: MachineSettings? = nil
     /// Why the machine is out of play, if it is.
     var maintenance: Maintenance? = nil
+    /// Its counted stock of prizes, if an operator ever set it.
+    var stock: StockLevel? = nil
 }

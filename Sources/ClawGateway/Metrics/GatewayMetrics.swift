@@ -65,6 +65,9 @@ enum GatewayMetrics {
         static var maintenance: MetricNameDescriptor {
             family("machine_maintenance", "", "1 while the machine is out of play: its board's fault, or an operator's maintenance.")
         }
+        static var stock: MetricNameDescriptor {
+            family("machine_stock", "", "The prizes left in the machine, once an operator set its stock (SPEC §15); 0: out of stock.")
+        }
         static var mqttConnected: MetricNameDescriptor {
             family("mqtt_connected", "", "1 when the gateway is connected to the MQTT broker.")
         }

@@ -112,9 +112,10 @@ final class GameHarness: Sendable {
     /// - Parameter startingAt: the wall time the clock starts at: a harness
     ///   restarting on another's directory starts when that one stopped,
     ///   or later.
+    /// - Parameter prize: what a win on m1 makes (SPEC §15); nil: none.
     init(
         settings: GameSettings = GameSettings(), directory: URL? = nil, sessions prefix: String = "s-", startWriter: Bool = true,
-        players: RecordingPlayers = RecordingPlayers(), startingAt start: Date = GameHarness.epoch
+        players: RecordingPlayers = RecordingPlayers(), startingAt start: Date = GameHarness.epoch, prize: MachinePrize? = nil
     ) throws {
         self.directory = try directory ?? TemporaryDirectory.make(prefix: "game")
         self.players = players
@@ -126,7 +127,7 @@ final class GameHarness: Sendable {
             clock: gameClock, publisher: publisher, players: players, writer: writer,
             deadlines: Deadlines(), limits: PlayerLimits(perSecond: settings.maxCommandsPerSecond), logger: Logger(label: "test"),
             sessionPrefix: prefix, ledger: FreeGames(writer: writer))
-        let arcade = try Arcade(config: Self.config(settings: settings), environment: environment)
+        let arcade = try Arcade(config: Self.config(settings: settings, prize: prize), environment: environment)
         self.arcade = arcade
         machine = arcade.machines[0]
         reports = Task { await arcade.runStorageReports() }
@@ -136,9 +137,9 @@ final class GameHarness: Sendable {
     /// A harness whose PC has said `online`.
     static func online(
         settings: GameSettings = GameSettings(), directory: URL? = nil, sessions: String = "s-",
-        players: RecordingPlayers = RecordingPlayers()
+        players: RecordingPlayers = RecordingPlayers(), prize: MachinePrize? = nil
     ) async throws -> GameHarness {
-        let game = try GameHarness(settings: settings, directory: directory, sessions: sessions, players: players)
+        let game = try GameHarness(settings: settings, directory: directory, sessions: sessions, players: players, prize: prize)
         await game.presence(.online)
         return game
     }
@@ -147,7 +148,7 @@ final class GameHarness: Sendable {
         directory.appendingPathComponent("gateway.sqlite").path
     }
 
-    static func config(settings: GameSettings) -> GatewayConfig {
+    static func config(settings: GameSettings, prize: MachinePrize? = nil) -> GatewayConfig {
         GatewayConfig(
             gateway: GatewaySettings(id: "test", logLevel: .info),
             mqtt: MQTTSettings(
@@ -160,7 +161,7 @@ final class GameHarness: Sendable {
             machines: [
                 MachineConfig(
                     id: "m1", name: "Pikachu", imAccount: "claw_m1",
-                    cameras: [CameraConfig(id: "1"), CameraConfig(id: "2")])
+                    cameras: [CameraConfig(id: "1"), CameraConfig(id: "2")], prize: prize)
             ])
     }
 
