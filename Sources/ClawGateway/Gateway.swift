@@ -60,7 +60,8 @@ struct Gateway {
         // A site of a chain keeps its own link to the chain's cluster (SPEC §9):
         // its connection is made here, once, for the link and the ledger desk.
         let chainBus = try config.chain.map { chain throws(MQTTError) in
-            try ChainLink.bus(settings: chain, prefix: config.mqtt.topicPrefix, wallet: config.credits != nil, logger: logger)
+            try ChainLink.bus(
+                settings: chain, prefix: config.mqtt.topicPrefix, wallet: config.credits != nil, prizes: config.prizes != nil, logger: logger)
         }
         // Games cost credits (SPEC §11): every balance, read from the ledger;
         // at a site of a chain the chain's ledger keeps them, asked over the link.
@@ -95,6 +96,11 @@ struct Gateway {
         environment.observers = [feed] + (appServer.map { [$0.mirror] } ?? []) + (evidence.map { [$0] } ?? [])
         let arcade = try Arcade(config: config, environment: environment)
         appServer?.attach(arcade)
+        // Prizes owed (SPEC §15): at a site alone its desk keeps the players'
+        // choices and the parcels; in a chain the recorder does, centrally.
+        let prizes = config.chain == nil ? config.prizes.map { settings in
+            PrizeDesk(settings: settings, writer: writer, wallets: wallets, clock: clock, logger: logger, tell: { arcade.tell($0) })
+        } : nil
         writer.start()
         let mqttService = MQTTService(
             client: mqtt, topics: topics, subscriptions: arcade.subscriptions, logger: logger,
@@ -102,6 +108,9 @@ struct Gateway {
             handle: { message in arcade.route(message) })
         // The one ingress: HTTP copies and a chain's inbox alike (SPEC §9).
         let ingress = Ingress(arcade: arcade, im: config.im, logger: logger, now: clock.wallNow)
+        // What the chain's recorder says of a player's prize, told through the arcade's IM (SPEC §15).
+        let tellPlayer: @Sendable (PlayerReply) -> Void = { reply in arcade.tell(reply) }
+        let tellPlayers = config.prizes == nil ? nil : tellPlayer
         // Copies from a chain's inbox go through the same ingress as HTTP copies.
         let chainLink = config.chain.flatMap { chain in
             chainBus.map { bus in
@@ -110,7 +119,7 @@ struct Gateway {
                     eventLoop: replies.client.eventLoopGroup.any())
                 return ChainLink(
                     bus: bus, settings: chain, prefix: config.mqtt.topicPrefix, machines: config.machines, clock: clock, logger: logger,
-                    inbox: inbox, store: store, ledger: chainLedger)
+                    inbox: inbox, store: store, ledger: chainLedger, tell: tellPlayers)
             }
         }
         let exporter: (@Sendable () -> String)? =
@@ -132,7 +141,7 @@ struct Gateway {
             HTTPServer.Dependencies(
                 config: config, arcade: arcade, ingress: ingress, isBrokerConnected: { mqtt.isConnected }, metrics: exporter, feed: feed,
                 uptime: { clock.now() }, now: clock.wallNow, chainProblem: { chainLink?.status.problem }, appServer: appServer,
-                wallets: wallets, evidence: evidence))
+                wallets: wallets, evidence: evidence, prizes: prizes, logger: logger))
         let http = HTTPServer.service(router: routes, http: config.http, ingress: ingress, listener: listener, logger: logger)
         let reloader = ConfigReloader(
             file: file, running: config, arcade: arcade, mqtt: mqtt, feed: feed, chainLink: chainLink, clock: clock, logger: logger)
@@ -141,7 +150,8 @@ struct Gateway {
         var services: [any Service] = [ArcadeService(arcade: arcade, logger: logger)] + replies.services
         // The feed stops first: its streams would keep HTTP from stopping.
         services += [mqttService, reloader] + (chainLink.map { [ChainLinkService(link: $0, clock: clock, logger: logger)] } ?? [])
-        services += (appServer?.services ?? []) + (evidence.map { [EvidenceService(keeper: $0)] } ?? []) + [stats, http, feed]
+        services += (appServer?.services ?? []) + (evidence.map { [EvidenceService(keeper: $0)] } ?? []) + (prizes.map { [$0] } ?? [])
+        services += [stats, http, feed]
         return Gateway(config: config, mqtt: mqtt, store: store, writer: writer, arcade: arcade, reloader: reloader, services: services)
     }
 }

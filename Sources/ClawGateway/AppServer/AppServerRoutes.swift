@@ -12,6 +12,9 @@ struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
     let arcade: Arcade
     /// With `credits:`, `<prefix>/wallet` shows a tourist their wallet (SPEC §8, §11).
     let wallets: Wallets?
+    /// With `prizes:` at a site, `<prefix>/prizes` and its ship and exchange
+    /// (SPEC §15; AppServerRoutes+Prizes.swift).
+    var prizes: (any PrizeKeeper)? = nil
 
     /// A form larger than this is refused (code 413): the demo's are a few dozen bytes.
     static var maxForm: Int { 4096 }
@@ -35,6 +38,7 @@ struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
                 }
             }
         }
+        if let prizes { addPrizes(prizes, to: router, prefix: prefix) }
     }
 
     /// The tourist's balance and newest entries (`limit`, `offset` as `room/list` takes them).
@@ -79,7 +83,7 @@ struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
 
     /// The live tourist of `sid`, or the answer that refuses it (401, or 429
     /// once the address sent too many bad sids).
-    private func tourist(sid: String, client: ClientAddress?) async -> (tourist: TouristAccount?, refusal: Response?) {
+    func tourist(sid: String, client: ClientAddress?) async -> (tourist: TouristAccount?, refusal: Response?) {
         switch await appServer.tourists.lookup(sid: sid, client: client) {
         case .valid(let tourist):
             return (tourist, nil)
@@ -92,7 +96,7 @@ struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
 
     /// Reads the form (the query's fields, then the body's over them) and
     /// answers with `body`; a form that cannot be read is a code 400 or 413.
-    private func answer(_ request: Request, _ body: ([String: String]) async -> Response) async -> Response {
+    func answer(_ request: Request, _ body: ([String: String]) async -> Response) async -> Response {
         var request = request
         let bytes: ByteBuffer
         do {
@@ -109,7 +113,7 @@ struct AppServerRoutes<Context: ConnectionRequestContext>: Sendable {
         return await body(form)
     }
 
-    private static func integer(_ text: String?, default fallback: Int, in range: ClosedRange<Int>) -> Int? {
+    static func integer(_ text: String?, default fallback: Int, in range: ClosedRange<Int>) -> Int? {
         guard let text, !text.isEmpty else { return fallback }
         guard let value = Int(text), range.contains(value) else { return nil }
         return value

@@ -87,6 +87,12 @@ struct CreditsRoutes<Context: RequestContext>: Sendable {
 
     /// The player the route names: a provider players come through, an account as the ingress takes it.
     private func player(_ context: Context) throws -> PlayerAddress {
+        try Self.player(context, providers: providers)
+    }
+
+    /// The player a route's `:provider` and `:account` name (the wallet's
+    /// routes, the prizes'): 404 for a provider players do not come through.
+    static func player(_ context: Context, providers: [String]) throws -> PlayerAddress {
         let provider = try context.pathParameter("provider")
         let account = try context.pathParameter("account")
         guard providers.contains(provider) else {

@@ -28,6 +28,9 @@ enum HTTPServer {
         let wallets: Wallets?
         /// The games' clips (SPEC §14); nil leaves their routes out.
         var evidence: EvidenceKeeper? = nil
+        /// The players' prizes and their parcels at a site (SPEC §15); nil leaves their routes out.
+        var prizes: PrizeDesk? = nil
+        var logger = Logger(label: "claw-gateway")
     }
 
     static func router(_ parts: Dependencies) -> Router<GatewayRequestContext> {
@@ -36,7 +39,11 @@ enum HTTPServer {
         IngressRoutes<GatewayRequestContext>(ingress: parts.ingress).add(to: router)
         // Like the ingress, the app server answers any Host without a token: the demo clients send neither.
         if let appServer = parts.appServer {
-            AppServerRoutes<GatewayRequestContext>(appServer: appServer, arcade: parts.arcade, wallets: parts.wallets).add(to: router)
+            // The demo's prize routes only with secret sids: an account id is no one's proof of who they are (SPEC §8).
+            AppServerRoutes<GatewayRequestContext>(
+                appServer: appServer, arcade: parts.arcade, wallets: parts.wallets,
+                prizes: appServer.settings.sessions == .secret ? parts.prizes : nil
+            ).add(to: router)
         }
         // Every route but the ingress and the health checks is behind a guard of its scope.
         let access = AccessPolicy(http: parts.config.http, now: parts.now)
@@ -56,11 +63,21 @@ enum HTTPServer {
         if let evidence = parts.evidence {
             EvidenceRoutes<GatewayRequestContext>(arcade: parts.arcade, keeper: evidence).add(reads: reads, admin: admin)
         }
+        if parts.config.prizes != nil {
+            StockRoutes<GatewayRequestContext>(arcade: parts.arcade, logger: parts.logger).add(reads: reads, admin: admin)
+        }
+        if let prizes = parts.prizes {
+            PrizeRoutes<GatewayRequestContext>(keeper: prizes, providers: parts.config.im.providers.sorted(), logger: parts.logger)
+                .add(reads: reads, admin: admin)
+            if admin != nil {
+                ParcelsDashboardRoutes<GatewayRequestContext>().add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
+            }
+        }
         if let feed = parts.feed {
             DashboardRoutes<GatewayRequestContext>(
                 feed: feed, arcade: parts.arcade, gatewayID: parts.config.gateway.id,
                 statsInterval: parts.config.gateway.statsInterval, admin: parts.config.http.adminToken != nil,
-                uptime: parts.uptime, now: parts.now
+                parcels: parts.prizes != nil && admin != nil, uptime: parts.uptime, now: parts.now
             ).add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)), reads: reads)
         }
         if let metrics = parts.metrics {

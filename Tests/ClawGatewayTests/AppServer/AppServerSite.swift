@@ -26,7 +26,8 @@ final class AppServerSite {
 
     /// - Parameter onlineCounts: the chatrooms' online counts NetEase gives from the start.
     /// - Parameter extra: top-level sections appended to the file (`credits:`).
-    init(game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "") async throws {
+    /// - Parameter m1: lines added to machine m1 (its `prize:`).
+    init(game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "", m1: String = "") async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
         netease.chatrooms.onlineCounts.withLock { $0 = onlineCounts }
@@ -58,6 +59,7 @@ final class AppServerSite {
                 cameras:
                   - { id: "1", stream: rtmp://live.example/m1-front, http: http://live.example/m1-front.flv, hls: http://live.example/m1-front.m3u8 }
                   - { id: "2", stream: rtmp://live.example/m1-side }
+                \(m1)
               - id: m2
                 name: Eevee
                 im_account: claw_m2
@@ -79,10 +81,10 @@ final class AppServerSite {
     }
 
     static func with(
-        game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "",
+        game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "", m1: String = "",
         _ body: (AppServerSite) async throws -> Void
     ) async throws {
-        let site = try await AppServerSite(game: game, sessions: sessions, onlineCounts: onlineCounts, extra: extra)
+        let site = try await AppServerSite(game: game, sessions: sessions, onlineCounts: onlineCounts, extra: extra, m1: m1)
         do {
             try await body(site)
         } catch {

@@ -27,7 +27,7 @@ final class E2ESite {
         game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
         keepalive: Int = 30, gateway: String = "", simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"],
         machines: [String] = ["m1", "m2"], extra: String = "", netease: FakeNetEaseAPI? = nil, cameraBase: String = "rtmp://example",
-        launcher: (TestSite) -> [String] = { _ in [] }
+        machineExtra: String = "", launcher: (TestSite) -> [String] = { _ in [] }
     ) async throws {
         broker = try MosquittoBroker.start()
         ownsNetEase = netease == nil
@@ -44,7 +44,7 @@ final class E2ESite {
                 \(extra)
 
                 """, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive,
-            gateway: gateway, cameraBase: cameraBase)
+            gateway: gateway, cameraBase: cameraBase, machineExtra: machineExtra)
         self.site = site
         self.launcher = launcher(site)
         try startGateway()

@@ -9,11 +9,13 @@ struct TestSite {
     var log: URL { directory.appendingPathComponent("gateway.log") }
     var database: URL { directory.appendingPathComponent("data/gateway.sqlite") }
 
-    /// - Parameter extra: YAML appended at the top level (e.g. an `im:` section).
+    /// - Parameters:
+    ///   - extra: YAML appended at the top level (e.g. an `im:` section).
+    ///   - machineExtra: YAML lines added to every machine (e.g. its `prize:`).
     init(
         broker: MosquittoBroker, machines: [String] = ["m1", "m2"], game: String = "", extra: String = "",
         adminToken: String? = nil, logLevel: String = "debug", http: String = "", keepalive: Int = 30, gateway: String = "",
-        topicPrefix: String = "claw", cameraBase: String = "rtmp://example"
+        topicPrefix: String = "claw", cameraBase: String = "rtmp://example", machineExtra: String = ""
     ) throws {
         directory = try TemporaryDirectory.make(prefix: "site")
         httpPort = try FreePort.next()
@@ -47,6 +49,7 @@ struct TestSite {
                       - { id: "2", stream: \(cameraBase)/\(id)-2 }
 
                 """
+            yaml += machineExtra.split(separator: "\n").map { "    \($0)\n" }.joined()
         }
         try yaml.write(to: config, atomically: true, encoding: .utf8)
     }
