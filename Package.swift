@@ -90,6 +90,9 @@ let package = Package(
                 .embedInCode("Live/HistoryDashboard/history.html"),
                 .embedInCode("Live/HistoryDashboard/history.js"),
                 .embedInCode("Live/HistoryDashboard/history.css"),
+                .embedInCode("Live/ParcelsDashboard/parcels.html"),
+                .embedInCode("Live/ParcelsDashboard/parcels.js"),
+                .embedInCode("Live/ParcelsDashboard/parcels.css"),
                 .embedInCode("Live/Shared/read-token.js"),
             ],
             swiftSettings: testable

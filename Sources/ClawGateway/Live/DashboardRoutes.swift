@@ -18,6 +18,8 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
     let statsInterval: Duration
     /// Whether `http.admin_token` is configured: the page shows its controls.
     let admin: Bool
+    /// Whether the parcels page is served (prizes kept at this site, SPEC §15).
+    var parcels = false
     let uptime: @Sendable () -> Duration
     let now: @Sendable () -> Date
 
@@ -100,8 +102,13 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
     private func hello() -> [UInt8] {
         let hello = StreamHello(
             gateway: gatewayID, version: ClawGatewayCommand.version, now: Timestamp.string(now()), uptimeSeconds: Int(uptime().seconds),
-            admin: admin, statsIntervalSeconds: statsInterval.seconds,
-            machines: arcade.machines.map { StreamHello.Machine(id: $0.id, name: $0.config.name) })
+            admin: admin, parcels: parcels, statsIntervalSeconds: statsInterval.seconds,
+            machines: arcade.machines.map { machine in
+                let config = machine.config
+                return StreamHello.Machine(
+                    id: machine.id, name: config.name,
+                    prize: config.prize.map { StreamHello.Prize(id: $0.id, name: $0.name, lowAt: $0.lowAt) })
+            })
         return JSONCoding.encode(hello)
     }
 }
@@ -147,6 +154,20 @@ struct StreamHello: Codable, Equatable {
     struct Machine: Codable, Equatable {
         var id: String
         var name: String
+        /// What a win makes here (SPEC §15); its stock is in the snapshots.
+        var prize: Prize? = nil
+    }
+
+    struct Prize: Codable, Equatable {
+        var id: String
+        var name: String
+        /// A stock at or under this shows as low.
+        var lowAt: Int64
+
+        enum CodingKeys: String, CodingKey {
+            case id, name
+            case lowAt = "low_at"
+        }
     }
 
     var gateway: String
@@ -156,12 +177,14 @@ struct StreamHello: Codable, Equatable {
     var uptimeSeconds: Int
     /// Whether admin actions are configured (`http.admin_token`).
     var admin: Bool
+    /// Whether the parcels page (`/parcels`) is served here (SPEC §15).
+    var parcels: Bool = false
     /// 0 when statistics are off.
     var statsIntervalSeconds: Double
     var machines: [Machine]
 
     enum CodingKeys: String, CodingKey {
-        case gateway, version, now, admin, machines
+        case gateway, version, now, admin, machines, parcels
         case uptimeSeconds = "uptime_s"
         case statsIntervalSeconds = "stats_interval_s"
     }

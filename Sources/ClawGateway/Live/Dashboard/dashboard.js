@@ -140,6 +140,7 @@
     $("stats-interval").textContent = hello.stats_interval_s > 0 ? hello.stats_interval_s + " s" : "— (off)";
     buildMachines(hello.machines);
     setupAdmin();
+    $("parcels-link").hidden = !(hello.admin && hello.parcels);
     for (const machine of hello.machines) loadResults(machine.id);
   }
 
@@ -190,7 +191,7 @@
     page.machines.clear();
     if (list.length === 0) main.append(el("p", "empty", "No machines configured."));
     for (const config of list) {
-      const machine = { id: config.id, name: config.name, snapshot: null, stats: null, results: [] };
+      const machine = { id: config.id, name: config.name, prize: config.prize || null, snapshot: null, stats: null, results: [] };
       const card = el("section", "machine");
       card.dataset.machine = config.id;
       const head = el("header", "machine-head");
@@ -205,6 +206,9 @@
       machine.player = el("p", "player");
       machine.fault = el("p", "fault");
       machine.fault.hidden = true;
+      // Its prize and stock (SPEC §15): low and out marked.
+      machine.stock = el("p", "stock");
+      machine.stock.hidden = !machine.prize;
       const queueHead = el("h3", null, "Queue");
       machine.queueLength = el("span", "count");
       queueHead.append(" ", machine.queueLength);
@@ -215,7 +219,7 @@
       machine.latency = el("p", "latency", "Ack latency: –");
       machine.drops = el("p", "drops", "Dropped: –");
       machine.last = el("p", "last", "");
-      card.append(head, stateRow, machine.fault, machine.player, queueHead, machine.queue, resultsHead, machine.resultList, machine.today, machine.latency, machine.drops, machine.last);
+      card.append(head, stateRow, machine.fault, machine.stock, machine.player, queueHead, machine.queue, resultsHead, machine.resultList, machine.today, machine.latency, machine.drops, machine.last);
       machine.controls = el("div", "controls");
       card.append(machine.controls);
       machine.card = card;
@@ -234,6 +238,7 @@
     if (s.paused) badges.push(["Paused", "info"]);
     if (s.suspect) badges.push(["Suspect", "alert"]);
     if (s.fault || s.reason) badges.push(["Maintenance", "alert"]);
+    if (s.state === "out_of_stock") badges.push(["Out of stock", "alert"]);
     machine.badges.replaceChildren(...badges.map(([text, kind]) => el("span", "pill " + kind, text)));
     machine.card.dataset.state = reconnecting ? "reconnecting" : s.state;
     machine.state.textContent = reconnecting ? "reconnecting (game kept)" : s.state.replace(/_/g, " ");
@@ -245,6 +250,7 @@
       machine.fault.append(el("strong", "fault-code", s.fault.code), " ", s.fault.text || "", " ", el("span", "meta", "since " + clockTime(s.fault.at)));
     }
     if (s.reason) machine.fault.append((s.fault ? " · " : "") + "Taken out: " + s.reason + (s.state === "maintenance" ? "" : " (after the game in progress)"));
+    renderStock(machine);
     machine.player.replaceChildren();
     if (s.player) {
       machine.player.append(el("span", "label", "Player "));
@@ -287,6 +293,20 @@
       })
     );
     tick();
+  }
+
+  // "Prize Pikachu 30 cm · stock 2 (low)"; the stock is the snapshot's,
+  // absent until an operator sets it (not counted).
+  function renderStock(machine) {
+    if (!machine.prize) return;
+    const stock = machine.snapshot ? machine.snapshot.stock : undefined;
+    const counted = typeof stock === "number";
+    const level = !counted ? "uncounted" : stock === 0 ? "out" : stock <= machine.prize.low_at ? "low" : "ok";
+    machine.stock.dataset.level = level;
+    machine.stock.dataset.stock = counted ? String(stock) : "";
+    machine.stock.replaceChildren(el("span", "label", "Prize "), el("strong", "prize-name", machine.prize.name), " · ");
+    const text = !counted ? "stock not counted" : "stock " + stock + (level === "out" ? " (out)" : level === "low" ? " (low)" : "");
+    machine.stock.append(el("span", "stock-level stock-" + level, text));
   }
 
   function renderResults(machine) {
@@ -470,7 +490,7 @@
   }
 
   function lockAll() {
-    for (const button of document.querySelectorAll("#machines button[data-action]")) lock(button);
+    for (const button of document.querySelectorAll("#machines button[data-action], #machines button[data-restock]")) lock(button);
   }
 
   function setupAdmin() {
@@ -502,8 +522,67 @@
         lock(button);
         machine.controls.append(button);
       }
+      if (machine.prize) machine.controls.append(restockForm(machine));
       if (machine.snapshot) renderSnapshot(machine);
     }
+  }
+
+  // Set or add to the stock, with the operator's reason (SPEC §15).
+  function restockForm(machine) {
+    const form = el("form", "restock");
+    form.dataset.machine = machine.id;
+    const how = el("select", "restock-how");
+    for (const [value, text] of [["add", "Add"], ["set", "Set to"]]) {
+      const option = el("option", null, text);
+      option.value = value;
+      how.append(option);
+    }
+    const count = el("input", "restock-count");
+    count.type = "number";
+    count.step = "1";
+    count.required = true;
+    count.placeholder = "prizes";
+    const reason = el("input", "restock-reason");
+    reason.required = true;
+    reason.placeholder = "reason";
+    reason.maxLength = 200;
+    const button = el("button", null, "Restock");
+    button.type = "submit";
+    button.dataset.restock = machine.id;
+    lock(button);
+    form.append(how, count, reason, button);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      restock(machine, how.value, Number(count.value), reason.value.trim(), button);
+    });
+    return form;
+  }
+
+  function restock(machine, how, count, reason, button) {
+    const token = adminToken();
+    if (!token) {
+      adminStatus("Enter the admin token first.", "error");
+      $("admin-token").focus();
+      return;
+    }
+    if (!Number.isInteger(count) || !reason) {
+      adminStatus("Restock " + machine.id + ": a whole number of prizes and a reason.", "error");
+      return;
+    }
+    button.disabled = true;
+    fetch("/v1/machines/" + encodeURIComponent(machine.id) + "/stock", {
+      method: "POST",
+      headers: { Authorization: "Bearer " + token, "Content-Type": "application/json" },
+      body: JSON.stringify({ [how]: count, reason }),
+    })
+      .then((response) => response.json().catch(() => ({})).then((body) => ({ response, body })))
+      .then(({ response, body }) => {
+        if (response.status === 401) adminStatus("The admin token was refused (401): check http.admin_token.", "error");
+        else if (!response.ok) adminStatus("Restock " + machine.id + " failed: " + (body.message || response.status), "error");
+        else adminStatus("Done: the stock of " + machine.id + " is " + body.stock, "ok");
+      })
+      .catch(() => adminStatus("The gateway did not answer.", "error"))
+      .finally(() => lock(button));
   }
 
   function adminStatus(text, kind) {
