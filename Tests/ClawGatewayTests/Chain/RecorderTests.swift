@@ -84,6 +84,8 @@ extension DatabaseSuites {
             /// Every `upto` acknowledged to this site, in order, and with its epoch.
             let acks = Recorder<Int64>()
             let epochAcks = Recorder<ChainRecordsAck>()
+            /// What the recorder told this site for its players (SPEC §15).
+            let told = Recorder<ChainPrizeNotice>()
             private let subscribed = Recorder<MQTTSubscribeAck>()
 
             init(broker: MosquittoBroker, name: String, clientID: String? = nil) async throws {
@@ -92,14 +94,15 @@ extension DatabaseSuites {
                 var configuration = MQTTClientConfiguration(host: "127.0.0.1", port: broker.port, clientID: clientID ?? "claw-site-\(name)")
                 configuration.protocolVersion = .v311
                 client = try MQTTClient(configuration: configuration, logger: Logger(label: "fake-site"))
-                let acks = acks, epochAcks = epochAcks, subscribed = subscribed, topics = topics
+                let acks = acks, epochAcks = epochAcks, subscribed = subscribed, topics = topics, told = told
                 client.onSubscribeAck { subscribed.append($0) }
                 client.onMessage { message in
+                    if message.topic == topics.tell, let notice = ChainPrizeNotice.decode(message.payload) { told.append(notice) }
                     guard message.topic == topics.recordsAck, let ack = ChainRecordsAck.decode(message.payload) else { return }
                     acks.append(ack.upto)
                     epochAcks.append(ack)
                 }
-                client.subscribe([topics.recordsAck], qos: .atLeastOnce)
+                client.subscribe([topics.recordsAck, topics.tell], qos: .atLeastOnce)
                 client.start()
                 try await eventually("site \(name) to subscribe to its acknowledgements") { !subscribed.items.isEmpty }
             }
@@ -151,6 +154,8 @@ extension DatabaseSuites {
                     credits:
                       topup_secret: \(HeavySuites.CreditsEndToEndTests.secret)
                       max_topup: 100
+                    prizes:
+                      forget_address: 1h
 
                     """.write(to: config, atomically: true, encoding: .utf8)
                 process = try GatewayBinary.start(["record", "--config", config.path], log: folder.appendingPathComponent("recorder.log"))

@@ -237,6 +237,17 @@ final class ChainRecorder: Sendable {
         }
     }
 
+    /// Tells a site's player what became of their prize (SPEC §15), on the
+    /// site's `tell`, QoS 1: the site sends it through its IM. One not
+    /// published is logged (the change stands; the player's list shows it).
+    func tell(site: String, _ notice: ChainPrizeNotice) {
+        do {
+            try client.publish(ChainTopics(prefix: prefix, site: site).tell, payload: notice.payload, qos: .atLeastOnce, retain: false)
+        } catch {
+            warn("tell", "A prize's change not sent to its site for its player", error.shape.metadata(["chain.site": .string(site)]))
+        }
+    }
+
     private func countWallet(_ key: String) {
         state.withLock { $0.wallet[key, default: 0] += 1 }
     }

@@ -24,25 +24,38 @@ struct RecorderApp {
         let vouchers = VoucherPolicy(key: config.recorder.ledgerKey, maxAge: config.recorder.voucherMaxAge)
         let recorder = try ChainRecorder(bus: config.bus, store: store, vouchers: vouchers, clock: clock, logger: logger)
         let routes = RecorderRoutes(recorder: recorder, logger: logger, now: clock.wallNow)
-        let http = application(config: config, routes: routes, logger: logger)
-        let services: [any Service] = [store.client, RecorderService(recorder: recorder, logger: logger), http]
+        // The players' prizes, chain-wide (SPEC §15): told to their players through their games' sites.
+        let prizes = config.prizes.map { settings in
+            ChainPrizes(
+                store: store, settings: settings, creditsOn: config.credits != nil, clock: clock, logger: logger,
+                notify: { site, notice in recorder.tell(site: site, notice) })
+        }
+        let http = application(config: config, routes: routes, prizes: prizes, logger: logger)
+        let services: [any Service] =
+            [store.client, RecorderService(recorder: recorder, logger: logger)] + (prizes.map { [$0] } ?? []) + [http]
         return RecorderApp(config: config, recorder: recorder, services: services)
     }
 
     /// Every route: the health checks take any `Host`; the reads (history,
     /// reports, `/metrics`) are behind an ``AccessGuard`` of `.read`, and the
     /// page's group (`.page`: `Host` only) is where the charts page is added.
-    static func routes(config: RecorderConfig, routes: RecorderRoutes) -> Router<GatewayRequestContext> {
+    static func routes(config: RecorderConfig, routes: RecorderRoutes, prizes: ChainPrizes? = nil) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
         let access = AccessPolicy(http: config.recorder.http, section: "recorder", now: routes.now)
         let reads = router.group().add(middleware: AccessGuard(policy: access, scope: .read))
         routes.add(health: router, reads: reads)
         routes.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
+        let admin = config.recorder.http.adminToken == nil ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
+        if let prizes {
+            PrizeRoutes<GatewayRequestContext>(keeper: prizes, providers: GatewayMetrics.providers, logger: routes.logger)
+                .add(reads: reads, admin: admin)
+            if admin != nil {
+                ParcelsDashboardRoutes<GatewayRequestContext>().add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
+            }
+        }
         // The chain's wallets (SPEC §11): the payment service's top-ups, the wallets, operators' adjustments.
         if let credits = config.credits {
-            let admin =
-                config.recorder.http.adminToken == nil ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
             CreditsRoutes<GatewayRequestContext>(
                 keeper: ChainWallets(store: routes.recorder.store, logger: routes.logger), settings: credits,
                 providers: GatewayMetrics.providers, now: routes.now, tell: { _ in }
@@ -53,8 +66,11 @@ struct RecorderApp {
     }
 
     /// The HTTP server, as the router's: the gateway's guards, no ingress.
-    static func application(config: RecorderConfig, routes: RecorderRoutes, logger: Logger) -> HTTPService<RouterResponder<GatewayRequestContext>> {
-        HTTPServer.service(router: Self.routes(config: config, routes: routes), http: config.recorder.http, ingress: nil, logger: logger)
+    static func application(
+        config: RecorderConfig, routes: RecorderRoutes, prizes: ChainPrizes? = nil, logger: Logger
+    ) -> HTTPService<RouterResponder<GatewayRequestContext>> {
+        HTTPServer.service(
+            router: Self.routes(config: config, routes: routes, prizes: prizes), http: config.recorder.http, ingress: nil, logger: logger)
     }
 }
 

@@ -148,6 +148,10 @@ final class RecorderStore: Sendable {
         vouchersMigration,
         // SPEC §11: an operator's adjustment is keyed, once per wallet.
         adjustKeysMigration,
+        // SPEC §11, §15: a prize taken as credits is a ledger entry of its own kind.
+        exchangeMigration,
+        // SPEC §15: the prizes the records carry, and the parcels they are shipped in.
+        prizesMigration,
     ]
 
     /// Brings the schema to the last version, under an advisory lock: two
@@ -234,6 +238,10 @@ final class RecorderStore: Sendable {
                         RETURNING 1
                         """, logger: logger
                     ).collect().count == 1
+                    // Its prize travels with it (SPEC §15): once per game; its state is the chain's from now on.
+                    if let prize = game.prize, let wonAt = record.prizeWonAt {
+                        try await Self.insert(prize, wonAt: wonAt, of: game, site: site, connection, logger)
+                    }
                     let upto = try await Self.advance(site: site, epoch: epoch, connection, logger)
                     return Written(inserted: inserted, upto: upto)
                 }

@@ -7,6 +7,10 @@ struct ValidRecord: Sendable {
     var offeredAt: Date
     var startedAt: Date?
     var endedAt: Date?
+    /// When its prize was won, if the game made one (SPEC §15).
+    var prizeWonAt: Date? {
+        record.game.prize.flatMap { Timestamp.date($0.wonAt) }
+    }
 
     static let maxEpochBytes = ChainRecord.maxEpochBytes
 
@@ -33,6 +37,7 @@ struct ValidRecord: Sendable {
             return .failure(RecordProblem("\(name) is longer than \(bytes) bytes"))
         }
         if let problem = checkEvidence(game) { return .failure(problem) }
+        if let problem = checkPrize(game) { return .failure(problem) }
         guard game.commands >= 0, game.commands <= Int(Int32.max) else {
             return .failure(RecordProblem("commands \(game.commands) is out of range"))
         }
@@ -77,6 +82,29 @@ extension ValidRecord {
                 return RecordProblem("evidence_missing.reason is longer than \(evidenceLimits.reason) bytes")
             }
         }
+        return nil
+    }
+}
+
+extension ValidRecord {
+    /// A prize's fields' limits (SPEC §15): what a site makes, with room to spare.
+    static let prizeLimits = (id: PrizeRequests.maxIDBytes, prize: MachinePrize.maxIDBytes, name: MachinePrize.maxNameBytes)
+
+    private static func checkPrize(_ game: GameRecord) -> RecordProblem? {
+        guard let prize = game.prize else { return nil }
+        guard game.outcome == .won else { return RecordProblem("prize on a game that was not won") }
+        if prize.id.isEmpty || prize.id.utf8.count > prizeLimits.id { return RecordProblem("prize.id is empty or longer than \(prizeLimits.id) bytes") }
+        if prize.prize.isEmpty || prize.prize.utf8.count > prizeLimits.prize {
+            return RecordProblem("prize.prize is empty or longer than \(prizeLimits.prize) bytes")
+        }
+        if prize.name.isEmpty || prize.name.utf8.count > prizeLimits.name {
+            return RecordProblem("prize.name is empty or longer than \(prizeLimits.name) bytes")
+        }
+        let amounts = 0...Int64(CreditsSettings.maxAmount)
+        guard amounts.contains(prize.cost), amounts.contains(prize.exchange) else {
+            return RecordProblem("prize.cost or prize.exchange is out of range")
+        }
+        guard Timestamp.date(prize.wonAt) != nil else { return RecordProblem("prize.won_at is not a timestamp") }
         return nil
     }
 }

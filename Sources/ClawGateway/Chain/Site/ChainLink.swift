@@ -31,6 +31,9 @@ final class ChainLink: Sendable {
     /// Asks the chain's ledger for debits and sends it refunds (SPEC §11);
     /// nil when games are free.
     let ledger: ChainLedgerDesk?
+    /// Tells a player what the recorder said of their prize (SPEC §15: 15,
+    /// and 14 after an exchange); nil hears nothing of prizes.
+    private let tell: (@Sendable (PlayerReply) -> Void)?
     /// Wakes the shipping loop: an acknowledgement made room, or a second passed.
     let shippingWakes: AsyncStream<Void>
     private let wakeShipping: AsyncStream<Void>.Continuation
@@ -68,11 +71,13 @@ final class ChainLink: Sendable {
     ///     which the chain's ledger desk publishes its asks on too.
     init(
         bus: BusLink, settings: ChainSettings, prefix: String, machines: [MachineConfig], clock: GameClock, logger: Logger,
-        inbox: ChainInbox? = nil, store: GameStore? = nil, ledger: ChainLedgerDesk? = nil
+        inbox: ChainInbox? = nil, store: GameStore? = nil, ledger: ChainLedgerDesk? = nil,
+        tell: (@Sendable (PlayerReply) -> Void)? = nil
     ) {
         site = settings.site
         self.inbox = inbox
         self.ledger = ledger
+        self.tell = tell
         self.bus = bus
         (shippingWakes, wakeShipping) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         topics = ChainTopics(prefix: prefix, site: settings.site)
@@ -92,14 +97,16 @@ final class ChainLink: Sendable {
 
     /// The site link's connection to the cluster (SPEC §9): MQTT 3.1.1,
     /// client id `claw-site-<site>`, clean session false, subscribed to the
-    /// site's inbox, its records' acknowledgement and, with the chain's
-    /// wallets (`wallet`), its ledger's answers.
-    static func bus(settings: ChainSettings, prefix: String, wallet: Bool, logger: Logger) throws(MQTTError) -> BusLink {
+    /// site's inbox, its records' acknowledgement, with the chain's wallets
+    /// (`wallet`) its ledger's answers, and with prizes (`prizes`) what the
+    /// recorder tells its players of them.
+    static func bus(settings: ChainSettings, prefix: String, wallet: Bool, prizes: Bool = false, logger: Logger) throws(MQTTError) -> BusLink {
         let topics = ChainTopics(prefix: prefix, site: settings.site)
         // Copies are a few KB; the cluster refuses more than 1 MB anyway.
         return try BusLink(
             role: .site, bus: settings.busSettings(prefix: prefix),
-            subscriptions: [topics.inbox, topics.recordsAck] + (wallet ? [topics.walletAck] : []), cleanSession: false,
+            subscriptions: [topics.inbox, topics.recordsAck] + (wallet ? [topics.walletAck] : []) + (prizes ? [topics.tell] : []),
+            cleanSession: false,
             maxInboundPayload: 1 << 20, logger: Self.logger(logger, site: settings.site))
     }
 
@@ -236,6 +243,10 @@ final class ChainLink: Sendable {
             ledger?.answered(message.payload)
             return
         }
+        if message.topic == topics.tell {
+            told(message.payload)
+            return
+        }
         guard message.topic == topics.inbox else { return }
         if Self.isBeat(message.payload) {
             let now = clock.now()
@@ -245,6 +256,28 @@ final class ChainLink: Sendable {
         guard let inbox else { return }
         let outcome = inbox.receive(message.payload) { [self] receipt in acknowledge(receipt) }
         state.withLock { $0.copies[outcome, default: 0] += 1 }
+    }
+
+    /// The recorder's word on a player's prize: told to the player (15; 14
+    /// too after an exchange), from the site's IM accounts.
+    private func told(_ payload: [UInt8]) {
+        guard let tell, let notice = ChainPrizeNotice.decode(payload) else {
+            logger.warning("A word of the recorder on a prize does not decode: ignored", metadata: ["chain.bytes": "\(payload.count)"])
+            return
+        }
+        let player = PlayerAddress(accid: notice.account, provider: notice.provider)
+        if let credits = notice.credits, let balance = notice.balance {
+            tell(
+                PlayerReply(
+                    to: player,
+                    message: WireMessage(.creditsChanged, data: String(balance), change: credits, reason: LedgerEntry.Kind.exchange.rawValue),
+                    priority: .high, expires: nil))
+        }
+        tell(
+            PlayerReply(
+                to: player,
+                message: WireMessage(.prizeChanged, data: notice.prize, state: notice.state, prize: notice.name, tracking: notice.tracking),
+                priority: .high, expires: nil))
     }
 
     /// The site's answer to a copy, for the router waiting on it. QoS 1: the
