@@ -34,6 +34,11 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Chance that a grab wins, 0 to 1.")
     var winRate: Double = 0.3
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: "The first game each machine plays in this run is won, whatever --win-rate says: a first game shows its prize.")
+    var firstGameWins = true
+
     @Option(help: "How long before each ack, e.g. 20ms; 0s acks at once.")
     var ackDelay: String = "20ms"
 
@@ -112,7 +117,7 @@ struct SimulateCommand: AsyncParsableCommand {
             }
         }
         let behaviour = MachineSimulator.Behaviour(
-            winRate: winRate, ackDelay: ConfigDuration.parse(ackDelay) ?? .zero,
+            winRate: winRate, firstGameWins: firstGameWins, ackDelay: ConfigDuration.parse(ackDelay) ?? .zero,
             resultDelay: ConfigDuration.parse(resultDelay) ?? .zero, offlineAfter: offlineAfter.flatMap(ConfigDuration.parse),
             offlineFor: ConfigDuration.parse(offlineFor) ?? .seconds(10), faultRate: faultRate,
             resetDelay: ConfigDuration.parse(resetDelay) ?? .zero, resultTimeout: config.game.resultTimeout)

@@ -27,6 +27,9 @@ struct MachineSimulator: Service {
 
     struct Behaviour: Sendable {
         var winRate = 0.3
+        /// The first grab of the run wins, whatever ``winRate`` says: a first
+        /// game shows a win and its prize (README, "A first game").
+        var firstGameWins = false
         var ackDelay: Duration = .milliseconds(20)
         var resultDelay: Duration = .seconds(3)
         /// Go offline (a clean `offline`) after this long online, for `offlineFor`; nil stays online.
@@ -52,6 +55,8 @@ struct MachineSimulator: Service {
     let logger: Logger
     /// The board reported a fault and has not been reset since.
     private let faulted = NIOLockedValueBox(false)
+    /// A grab has been played in this run.
+    private let grabbed = NIOLockedValueBox(false)
     /// The results not confirmed yet, by serial; and the next serial.
     private let results: NIOLockedValueBox<Results>
 
@@ -167,7 +172,11 @@ struct MachineSimulator: Service {
                 Self.say(.online, client: client, topics: topics)
             }
         case .grab:
-            let won = Double.random(in: 0..<1) < behaviour.winRate
+            let first = grabbed.withLockedValue { grabbed in
+                defer { grabbed = true }
+                return !grabbed
+            }
+            let won = (first && behaviour.firstGameWins) || Double.random(in: 0..<1) < behaviour.winRate
             let session = command.session
             after(behaviour.resultDelay) { [self] in report(won: won, session: session) }
         default:
