@@ -69,6 +69,7 @@ struct CheckConfigCommand: AsyncParsableCommand {
             "database \(recorder.database)",
             summary(config.bus),
         ].joined(separator: "\n")
+            + (config.prizes.map { "\nprizes: the chain's, a delivered parcel's address forgotten after \(ConfigDuration.format($0.forgetAddress))" } ?? "")
     }
 
     private static func summary(_ bus: BusSettings) -> String {
@@ -101,6 +102,10 @@ struct ConfigSummary {
                 + "result \(ConfigDuration.format(game.resultTimeout)), ack \(ConfigDuration.format(game.ackTimeout)), "
                 + "max queue \(game.maxQueue)")
         lines.append("storage \(config.storage.path)")
+        if let prizes = config.prizes {
+            lines.append(
+                "prizes: low stock at \(prizes.lowAt), a delivered parcel's address forgotten after \(ConfigDuration.format(prizes.forgetAddress))")
+        }
         lines.append("machines: \(config.machines.count)")
         for machine in config.machines {
             let cameras = machine.cameras.map(\.id).joined(separator: ",")
@@ -109,7 +114,8 @@ struct ConfigSummary {
             lines.append(
                 "  \(machine.id) \"\(machine.name)\" im \(machine.imAccount), cameras [\(cameras)], board: game time \(board.gameTime)s, "
                     + "claw \(board.claw.grab)/\(board.claw.top)/\(board.claw.move)/\(board.claw.max), lift \(board.liftHeight), "
-                    + "full-power grab \(guarantee == 0 ? "off" : "after \(guarantee) lost")")
+                    + "full-power grab \(guarantee == 0 ? "off" : "after \(guarantee) lost")"
+                    + (machine.prize.map { ", prize \($0.id) \"\($0.name)\"\($0.exchange > 0 ? " (or \($0.exchange) credits)" : "")" } ?? ""))
         }
         return lines.joined(separator: "\n")
     }

@@ -195,10 +195,7 @@ extension GameStore {
     }
 
     static func parcel(_ row: Row, prizes: [String]) -> ParcelRow {
-        let name: String? = row["name"]
-        let phone: String? = row["phone"]
-        let address: String? = row["address"]
-        let kept = name.flatMap { name in phone.flatMap { phone in address.map { ShippingAddress(name: name, phone: phone, address: $0) } } }
+        let kept = ShippingAddress.kept(name: row["name"], phone: row["phone"], address: row["address"])
         return ParcelRow(
             id: row["id"], player: PlayerAddress(accid: row["account"], provider: row["provider"]),
             state: ParcelState(rawValue: row["state"]) ?? .toShip, address: kept, carrier: row["carrier"], tracking: row["tracking"],

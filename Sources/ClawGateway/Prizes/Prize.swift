@@ -71,6 +71,12 @@ struct ShippingAddress: Sendable, Equatable, Codable {
 
     /// The longest of each field, in UTF-8 bytes (SPEC §15).
     static let limits: [(field: String, bytes: Int)] = [("name", 64), ("phone", 32), ("address", 512)]
+
+    /// The address a parcel's columns hold; nil once forgotten (all three null).
+    static func kept(name: String?, phone: String?, address: String?) -> ShippingAddress? {
+        guard let name, let phone, let address else { return nil }
+        return ShippingAddress(name: name, phone: phone, address: address)
+    }
 }
 
 /// A parcel as it is kept: one or more of a player's prizes, where to.

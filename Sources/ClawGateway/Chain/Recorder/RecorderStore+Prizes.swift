@@ -115,7 +115,7 @@ extension RecorderStore {
 
     private static func parcel(_ row: ParcelColumns, prizes: [String]) -> ParcelRow {
         let (id, provider, account, state, name, phone, address, carrier, tracking, created, shipped, delivered) = row
-        let kept = name.flatMap { name in phone.flatMap { phone in address.map { ShippingAddress(name: name, phone: phone, address: $0) } } }
+        let kept = ShippingAddress.kept(name: name, phone: phone, address: address)
         return ParcelRow(
             id: id, player: PlayerAddress(accid: account, provider: provider), state: ParcelState(rawValue: state) ?? .toShip,
             address: kept, carrier: carrier, tracking: tracking, createdAt: created, shippedAt: shipped, deliveredAt: delivered,
