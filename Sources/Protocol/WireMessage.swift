@@ -30,11 +30,15 @@ public struct WireMessage: Sendable, Equatable {
     /// `debit`, `refund`, `adjust` (SPEC §11).
     public var change: Int64?
     public var reason: String?
+    /// Command 11: `true` on a continue, the turn offered first to the
+    /// player whose game just ended (SPEC §3). Written, not read.
+    public var isContinue: Bool?
 
     public init(
         command: Int, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
         message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
-        settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil
+        settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil,
+        isContinue: Bool? = nil
     ) {
         self.command = command
         self.data = data
@@ -49,17 +53,19 @@ public struct WireMessage: Sendable, Equatable {
         self.price = price
         self.change = change
         self.reason = reason
+        self.isContinue = isContinue
     }
 
     public init(
         _ code: CommandCode, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
         message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
-        settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil
+        settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil,
+        isContinue: Bool? = nil
     ) {
         self.init(
             command: code.rawValue, data: data, serial: serial, length: length,
             message: message, timeout: timeout, session: session, player: player, settings: settings,
-            balance: balance, price: price, change: change, reason: reason)
+            balance: balance, price: price, change: change, reason: reason, isContinue: isContinue)
     }
 
     /// The command as a known code, or nil for a number the protocol does not define.
@@ -232,6 +238,7 @@ extension WireMessage {
         if let price { JSONText.appendField("price", integer: price, to: &out) }
         if let change { JSONText.appendField("change", integer: change, to: &out) }
         if let reason { JSONText.appendField("reason", string: reason, to: &out) }
+        if let isContinue { JSONText.appendField("continue", bool: isContinue, to: &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }

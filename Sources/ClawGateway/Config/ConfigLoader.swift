@@ -85,7 +85,7 @@ struct Schema {
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
         let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_token", "allowed_hosts", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout"]))
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
-        let gameSection = top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace", "command_max_age", "settings"])
+        let gameSection = top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace", "command_max_age", "settings", "continue", "max_continues"])
         let game = readGame(gameSection)
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
         let defaults = MachineSettings.read(
@@ -269,6 +269,8 @@ struct Schema {
         game.suspectAfter = section.int("suspect_after", default: game.suspectAfter, in: 0...1000)
         game.offlineGrace = section.duration("offline_grace", default: game.offlineGrace, zeroTurnsOff: true)
         game.commandMaxAge = section.duration("command_max_age", default: game.commandMaxAge)
+        game.continueTimeout = section.duration("continue", default: game.continueTimeout, zeroTurnsOff: true)
+        game.maxContinues = section.int("max_continues", default: game.maxContinues, in: 1...100)
         return game
     }
 

@@ -127,6 +127,12 @@ struct GameSettings: Sendable, Equatable {
     /// A move, grab or camera switch older than this since the IM service
     /// stamped it is dropped, never played late (SPEC §13).
     var commandMaxAge: Duration = .seconds(2)
+    /// `game.continue`: how long a player whose game ended `won` or `lost`
+    /// has to take the machine again before the queue (SPEC §3); zero: no
+    /// continues.
+    var continueTimeout: Duration = .zero
+    /// `game.max_continues`: continues in a row, at most.
+    var maxContinues: Int = 3
 }
 
 extension GameSettings {
