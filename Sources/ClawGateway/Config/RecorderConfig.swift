@@ -159,6 +159,7 @@ extension Schema {
         // survive a restart, or its session (clean session false) is lost.
         if busSection?.has("client_id") == false { bus?.clientID = RecorderConfig.defaultClientID() }
         let credits = top.section("credits", keys: RecorderConfig.creditsKeys).flatMap { CreditsSettings.read($0) }
+        requireReadToken(in: section, at: "recorder", top: top, needing: [("credits", "the chain's wallets")])
         guard let http, let database, let bus else { return nil }
         guard credits != nil || !top.has("credits") else { return nil }
         return RecorderConfig(recorder: RecorderSettings(http: http, database: database, logLevel: level), bus: bus, credits: credits)

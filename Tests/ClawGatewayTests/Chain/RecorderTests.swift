@@ -47,6 +47,9 @@ import Testing
         ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1] }\nim: {}\n", "im", "unknown key"),
         ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1] }\ncredits: { max_topup: 5 }\n", "credits.topup_secret", "is required"),
         ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1] }\ncredits: { topup_secret: 0123456789abcdef, price: 2 }\n", "credits.price", "unknown key"),
+        // SPEC §11: the chain's wallets are never open.
+        ("recorder: { database: postgres://u@h/d }\nbus: { urls: [mqtt://x:1] }\ncredits: { topup_secret: 0123456789abcdef }\n", "recorder.read_token",
+         "is required with credits: (the chain's wallets); without it they are open to anyone who reaches the port"),
     ])
     func aBadKeyIsNamed(yaml: String, path: String, message: String) throws {
         let error = try #require(throws: ConfigError.self) { try RecorderConfig.parse(yaml) }
