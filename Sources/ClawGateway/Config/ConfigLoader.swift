@@ -83,7 +83,7 @@ struct Schema {
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
-        let httpSection = top.section("http", keys: ["listen", "admin_token", "read_token", "allowed_hosts", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout"])
+        let httpSection = top.section("http", keys: ["listen", "admin_token", "read_token", "allowed_hosts", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout", "trusted_proxies"])
         let http = readHTTP(httpSection)
         requireReadToken(in: httpSection, at: "http", top: top, needing: Self.sectionsNeedingReadToken)
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
@@ -206,8 +206,30 @@ struct Schema {
                 "max_connections_per_client", default: min(settings.maxConnectionsPerClient, settings.maxConnections),
                 in: 1...settings.maxConnections)
             settings.idleTimeout = section.duration("idle_timeout", default: settings.idleTimeout, atLeast: .seconds(1))
+            settings.trustedProxies = trustedProxies(section)
         }
         return settings
+    }
+
+    /// `trusted_proxies`: addresses and CIDR blocks, IPv4 or IPv6.
+    private func trustedProxies(_ section: ConfigReader.Section) -> TrustedProxies {
+        var networks: [IPNetwork] = []
+        for (path, node) in section.list("trusted_proxies") ?? [] {
+            guard let text = reader.string(node, at: path) else { continue }
+            if let network = IPNetwork(text) {
+                networks.append(network)
+            } else if let parts = IPNetwork.parts(text) {
+                let block = IPNetwork(covering: parts.address, prefix: parts.prefix)
+                reader.report(
+                    path,
+                    "\"\(text.debugEscaped)\" has address bits set past /\(parts.prefix): write \(block) for the block, or the address alone")
+            } else {
+                reader.report(
+                    path,
+                    "\"\(text.debugEscaped)\" is not an IP address or a CIDR block (write e.g. 127.0.0.1, 10.0.0.0/8 or 2001:db8::/32)")
+            }
+        }
+        return TrustedProxies(networks: networks)
     }
 
     /// The shortest token accepted: 16 bytes (128 bits if random) cannot be guessed over HTTP.

@@ -100,7 +100,7 @@ extension RecorderConfig {
     static let creditsKeys = ["topup_secret", "max_topup"]
     static let recorderKeys = [
         "listen", "database", "read_token", "admin_token", "log_level", "allowed_hosts", "read_timeout", "max_connections",
-        "max_connections_per_client", "idle_timeout",
+        "max_connections_per_client", "idle_timeout", "trusted_proxies",
     ]
 
     /// Where the recorder listens when `recorder.listen` is not given: this

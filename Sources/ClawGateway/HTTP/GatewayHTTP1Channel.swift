@@ -33,7 +33,7 @@ struct GatewayHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             // Refused here, the connection is closed before anything is read from it.
-            let client = ClientAddress(channel.remoteAddress)
+            let client = connections.share(of: channel.remoteAddress)
             guard connections.admit(client) else {
                 channel.close(promise: nil)
                 throw TooManyConnections()

@@ -54,10 +54,12 @@ enum HTTPListener: Sendable, Equatable {
 /// in systemd, which queues new connections for the next start) and lets
 /// the open connections finish the requests they are in.
 struct HTTPService<Responder: HTTPResponder>: Service
-where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
+where Responder.Context: InitializableFromSource<GatewayRequestContextSource> {
     let responder: Responder
     let listener: HTTPListener
     let serverName: String
+    /// Who may name the client a request is for (`http.trusted_proxies`).
+    let trustedProxies: TrustedProxies
     let logger: Logger
     /// The connection setup, given the responder.
     let channel: @Sendable (@escaping HTTPChannelHandler.Responder) -> GatewayHTTP1Channel
@@ -65,9 +67,10 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     private struct ResponseNotWritten: Error {}
 
     func run() async throws {
-        let responder = responder, logger = logger, serverName = serverName
+        let responder = responder, logger = logger, serverName = serverName, proxies = trustedProxies
         let child = channel { request, writer, channel in
-            let context = Responder.Context(source: ApplicationRequestContextSource(channel: channel, logger: logger))
+            let client = proxies.client(peer: channel.remoteAddress, headers: request.headers)
+            let context = Responder.Context(source: GatewayRequestContextSource(channel: channel, logger: logger, client: client))
             var response: Response
             do {
                 response = try await responder.respond(to: request, context: context)

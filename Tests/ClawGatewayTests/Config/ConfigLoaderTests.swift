@@ -264,6 +264,22 @@ struct ConfigLoaderTests {
         for text in expected { #expect(found.contains { $0.hasPrefix(text) }, "\(text) in \(found)") }
     }
 
+    /// `http.trusted_proxies` (SPEC §5): addresses and blocks, each bad entry named by its index.
+    @Test func trustedProxiesAreAddressesAndBlocks() throws {
+        let config = try parse(Self.minimal + "\nhttp: { trusted_proxies: [127.0.0.1, 10.0.0.0/8, \"2001:db8:ff::/48\", \"::1\"] }")
+        #expect(config.http.trustedProxies.networks.map(\.description) == ["127.0.0.1", "10.0.0.0/8", "2001:db8:ff::/48", "::1"])
+        #expect(try parse(Self.minimal).http.trustedProxies == .none, "none by default")
+        #expect(
+            problems(Self.minimal + "\nhttp: { trusted_proxies: [127.0.0.1, 10.0.0.1/8, proxy.example, \"2001:db8::/129\", [1]] }") == [
+                "http.trusted_proxies[1]: \"10.0.0.1/8\" has address bits set past /8: write 10.0.0.0/8 for the block, or the address alone",
+                "http.trusted_proxies[2]: \"proxy.example\" is not an IP address or a CIDR block (write e.g. 127.0.0.1, 10.0.0.0/8 or 2001:db8::/32)",
+                "http.trusted_proxies[3]: \"2001:db8::/129\" is not an IP address or a CIDR block (write e.g. 127.0.0.1, 10.0.0.0/8 or 2001:db8::/32)",
+                "http.trusted_proxies[4]: must be a single value, not a list",
+            ])
+        #expect(problems(Self.minimal + "\nhttp: { trusted_proxies: 10.0.0.1 }") == ["http.trusted_proxies: must be a list"])
+        #expect(problems(Self.minimal + "\nhttp: { trusted_proxy: [10.0.0.1] }") == ["http.trusted_proxy: unknown key (did you mean trusted_proxies?)"])
+    }
+
     @Test func evidenceHasItsDefaultsAndSizes() throws {
         let config = try parse(Self.minimal + "\nevidence: { dir: evidence }" + Self.readToken, base: "/srv/claw")
         #expect(config.evidence == EvidenceSettings(dir: "/srv/claw/evidence"))
