@@ -8,42 +8,6 @@ import NIOHTTP1
 import NIOPosix
 import ServiceLifecycle
 
-/// Where an HTTP server takes its connections from.
-enum HTTPListener: Sendable, Equatable {
-    /// A socket it binds itself.
-    case address(host: String, port: Int)
-    /// A listening socket it was handed, already bound: systemd's socket
-    /// activation (`claw-gateway.socket`), which holds the port while the
-    /// service restarts, so that connections wait in the kernel's queue
-    /// instead of being refused (SPEC §13).
-    case inherited(descriptor: CInt)
-
-    /// The first descriptor systemd passes (`sd_listen_fds(3)`).
-    static let firstPassedDescriptor: CInt = 3
-
-    /// The socket systemd passed this process, if it passed one:
-    /// `LISTEN_PID` is this process and `LISTEN_FDS` at least 1. Anything
-    /// else (no activation, or variables inherited from a parent they were
-    /// meant for) is nil: the server binds its own socket.
-    static func activated(environment: [String: String], pid: pid_t) -> HTTPListener? {
-        guard let listenPID = environment["LISTEN_PID"].flatMap({ pid_t($0) }), listenPID == pid,
-            let count = environment["LISTEN_FDS"].flatMap({ Int($0) }), count >= 1
-        else { return nil }
-        return .inherited(descriptor: firstPassedDescriptor)
-    }
-
-    /// Unsets the activation variables, as `sd_listen_fds(1)` does, so that
-    /// no child process takes the socket for its own; and marks the socket
-    /// close-on-exec.
-    static func forgetActivation(_ listener: HTTPListener) {
-        guard case .inherited(let descriptor) = listener else { return }
-        unsetenv("LISTEN_PID")
-        unsetenv("LISTEN_FDS")
-        unsetenv("LISTEN_FDNAMES")
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-    }
-}
-
 /// The HTTP server of every role (the gateway, the chain's router and
 /// recorder): a router's responder behind ``GatewayHTTP1Channel`` (the
 /// ingress's raw path, the connection guards), on a socket it binds or one
@@ -110,6 +74,9 @@ where Responder.Context: InitializableFromSource<GatewayRequestContextSource> {
             logger.info(
                 "HTTP server listening on the socket systemd passed",
                 metadata: ["http.address": "\(server.channel.localAddress.map { "\($0)" } ?? "fd \(descriptor)")"])
+        case .bound(let descriptor, let address):
+            server = try await bootstrap.bind(descriptor, serverBackPressureStrategy: nil) { child.setup(channel: $0, logger: logger) }
+            logger.info("HTTP server listening", metadata: ["http.address": .string(address)])
         }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { connections in
