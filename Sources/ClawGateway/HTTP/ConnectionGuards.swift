@@ -119,6 +119,9 @@ final class RequestReadClock {
         timer.arm(context)
     }
 
+    /// Bytes of a request came and its end has not yet.
+    var isRunning: Bool { timer.isArmed }
+
     /// The whole request arrived.
     func stop() {
         timer.disarm()

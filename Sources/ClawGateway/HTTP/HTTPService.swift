@@ -14,9 +14,11 @@ import ServiceLifecycle
 /// systemd handed it. What Hummingbird's `Application` does to run a
 /// router, with the one thing it cannot do: take an inherited socket.
 ///
-/// On graceful shutdown it stops accepting (an inherited socket stays open
-/// in systemd, which queues new connections for the next start) and lets
-/// the open connections finish the requests they are in.
+/// On graceful shutdown it stops accepting, waits until every connection it
+/// has accepted is set up and has its task, then closes the socket (an
+/// inherited socket stays open in systemd, which queues new connections for
+/// the next start) and lets the open connections finish the requests they
+/// are in: a connection taken just before the stop is answered too.
 struct HTTPService<Responder: HTTPResponder>: Service
 where Responder.Context: InitializableFromSource<GatewayRequestContextSource> {
     let responder: Responder
@@ -55,6 +57,7 @@ where Responder.Context: InitializableFromSource<GatewayRequestContextSource> {
         }
         let group = MultiThreadedEventLoopGroup.singleton
         let quiescing = ServerQuiescingHelper(group: group)
+        let arriving = ArrivingConnections()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -62,6 +65,7 @@ where Responder.Context: InitializableFromSource<GatewayRequestContextSource> {
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
+                    try channel.pipeline.syncOperations.addHandler(ArrivingConnections.Handler(arriving))
                 }
             }
         let server: NIOAsyncChannel<GatewayHTTP1Channel.Value, Never>
@@ -83,6 +87,7 @@ where Responder.Context: InitializableFromSource<GatewayRequestContextSource> {
                 do {
                     try await server.executeThenClose { inbound in
                         for try await connection in inbound {
+                            arriving.handedOver(connection.channel)
                             connections.addTask { await child.handle(value: connection, logger: logger) }
                         }
                     }
@@ -91,7 +96,11 @@ where Responder.Context: InitializableFromSource<GatewayRequestContextSource> {
                 }
             }
         } onGracefulShutdown: {
-            quiescing.initiateShutdown(promise: nil)
+            // Accept no more; close the socket and quiesce the connections once
+            // every connection already accepted has its task (ArrivingConnections).
+            server.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in
+                arriving.whenNoneArriving { quiescing.initiateShutdown(promise: nil) }
+            }
         }
         logger.info("HTTP server stopped")
     }
