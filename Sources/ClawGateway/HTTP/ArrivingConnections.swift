@@ -44,8 +44,6 @@ final class ArrivingConnections: Sendable {
         if now { done() }
     }
 
-    var count: Int { state.withLock { $0.arriving.count } }
-
     private func arrived(_ id: ObjectIdentifier) {
         let ready: [@Sendable () -> Void] = state.withLock { state in
             guard state.arriving.remove(id) != nil, state.arriving.isEmpty else { return [] }
