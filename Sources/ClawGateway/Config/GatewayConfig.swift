@@ -80,6 +80,9 @@ struct HTTPSettings: Sendable, Equatable {
     var maxConnectionsPerClient: Int = 16
     /// How long a keep-alive connection may sit between requests.
     var idleTimeout: Duration = .seconds(60)
+    /// The reverse proxies whose `Forwarded` or `X-Forwarded-For` names the
+    /// client (SPEC §5); none by default: the peer is the client.
+    var trustedProxies: TrustedProxies = .none
 }
 
 struct IMSettings: Sendable, Equatable {

@@ -26,7 +26,10 @@ final class AppServerSite {
 
     /// - Parameter onlineCounts: the chatrooms' online counts NetEase gives from the start.
     /// - Parameter extra: top-level sections appended to the file (`credits:`).
-    init(game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "") async throws {
+    /// - Parameter http: more of the `http:` section (`read_token`, which `credits:` needs).
+    init(
+        game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "", http: String = ""
+    ) async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
         netease.chatrooms.onlineCounts.withLock { $0 = onlineCounts }
@@ -41,6 +44,7 @@ final class AppServerSite {
             http:
               listen: 127.0.0.1:\(httpPort)
               admin_token: \(Self.adminToken)
+            \(http.split(separator: "\n").map { "  \($0)" }.joined(separator: "\n"))
             storage:
               path: data/gateway.sqlite
             \(netease.imSection(replyConcurrency: nil))
@@ -73,16 +77,17 @@ final class AppServerSite {
         try startGateway()
         try startSimulator()
         try await eventually("every simulated machine to be online") {
-            let list = try? await HTTP.get("\(base)/v1/machines")
+            // The admin token reads too, with or without a read token.
+            let list = try? await HTTP.request(.GET, "\(base)/v1/machines", headers: [("Authorization", "Bearer \(Self.adminToken)")])
             return (list?.body.components(separatedBy: #""online":true"#).count ?? 0) == 4
         }
     }
 
     static func with(
-        game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "",
+        game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "", http: String = "",
         _ body: (AppServerSite) async throws -> Void
     ) async throws {
-        let site = try await AppServerSite(game: game, sessions: sessions, onlineCounts: onlineCounts, extra: extra)
+        let site = try await AppServerSite(game: game, sessions: sessions, onlineCounts: onlineCounts, extra: extra, http: http)
         do {
             try await body(site)
         } catch {
