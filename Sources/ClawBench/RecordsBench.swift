@@ -171,6 +171,8 @@ final class RecordsRig: Sendable {
     static let databaseUser = "claw"
     static let databasePassword = "claw-bench-password"
     static let database = "claw_chain"
+    /// The recorder's read token: with the chain's wallets it needs one, and `/metrics` asks for it.
+    static let readToken = "claw-bench-read-token-0123"
 
     let gateway: String
     let bench: Workbench
@@ -289,6 +291,7 @@ final class RecordsRig: Sendable {
             recorder:
               listen: 127.0.0.1:\(recorderPort)
               database: \(databaseURL)
+              read_token: \(Self.readToken)
               log_level: warning
             \(wallets)
             bus:
@@ -387,7 +390,9 @@ final class RecordsRig: Sendable {
     }
 
     func metrics(_ http: HTTPClient) async throws -> PrometheusText {
-        let response = try await http.execute(HTTPClientRequest(url: recorderBase + "/metrics"), timeout: .seconds(10))
+        var request = HTTPClientRequest(url: recorderBase + "/metrics")
+        request.headers.add(name: "Authorization", value: "Bearer \(Self.readToken)")
+        let response = try await http.execute(request, timeout: .seconds(10))
         guard response.status == .ok else { throw BenchError("the recorder's /metrics answered \(response.status.code)") }
         return PrometheusText(String(buffer: try await response.body.collect(upTo: 1 << 24)))
     }

@@ -92,13 +92,42 @@ public struct CurrentPlayer: Sendable, Equatable, Codable {
     public var session: String
     /// When the current timer (accept, play or result) runs out, ISO 8601 UTC.
     public var deadline: String?
+    /// The turn is a continue (SPEC §3): offered first to the player whose
+    /// game just ended. Written only when true.
+    public var isContinue: Bool
 
-    public init(accid: String, provider: String, nick: String, session: String, deadline: String?) {
+    enum CodingKeys: String, CodingKey {
+        case accid, provider, nick, session, deadline
+        case isContinue = "continue"
+    }
+
+    public init(accid: String, provider: String, nick: String, session: String, deadline: String?, isContinue: Bool = false) {
         self.accid = accid
         self.provider = provider
         self.nick = nick
         self.session = session
         self.deadline = deadline
+        self.isContinue = isContinue
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        accid = try container.decode(String.self, forKey: .accid)
+        provider = try container.decode(String.self, forKey: .provider)
+        nick = try container.decode(String.self, forKey: .nick)
+        session = try container.decode(String.self, forKey: .session)
+        deadline = try container.decodeIfPresent(String.self, forKey: .deadline)
+        isContinue = try container.decodeIfPresent(Bool.self, forKey: .isContinue) ?? false
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(accid, forKey: .accid)
+        try container.encode(provider, forKey: .provider)
+        try container.encode(nick, forKey: .nick)
+        try container.encode(session, forKey: .session)
+        try container.encodeIfPresent(deadline, forKey: .deadline)
+        if isContinue { try container.encode(true, forKey: .isContinue) }
     }
 }
 
@@ -138,6 +167,7 @@ extension QueueSnapshot {
             JSONText.appendField("nick", string: player.nick, to: &out)
             JSONText.appendField("session", string: player.session, to: &out)
             if let deadline = player.deadline { JSONText.appendField("deadline", string: deadline, to: &out) }
+            if player.isContinue { JSONText.appendField("continue", bool: true, to: &out) }
             out.append(UInt8(ascii: "}"))
         } else {
             out.append(contentsOf: "null".utf8)

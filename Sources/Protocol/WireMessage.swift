@@ -36,12 +36,15 @@ public struct WireMessage: Sendable, Equatable {
     public var state: String?
     public var prize: String?
     public var tracking: String?
+    /// Command 11: `true` on a continue, the turn offered first to the
+    /// player whose game just ended (SPEC §3). Written, not read.
+    public var isContinue: Bool?
 
     public init(
         command: Int, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
         message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
         settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil,
-        state: String? = nil, prize: String? = nil, tracking: String? = nil
+        state: String? = nil, prize: String? = nil, tracking: String? = nil, isContinue: Bool? = nil
     ) {
         self.command = command
         self.data = data
@@ -59,18 +62,19 @@ public struct WireMessage: Sendable, Equatable {
         self.state = state
         self.prize = prize
         self.tracking = tracking
+        self.isContinue = isContinue
     }
 
     public init(
         _ code: CommandCode, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
         message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
         settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil,
-        state: String? = nil, prize: String? = nil, tracking: String? = nil
+        state: String? = nil, prize: String? = nil, tracking: String? = nil, isContinue: Bool? = nil
     ) {
         self.init(
             command: code.rawValue, data: data, serial: serial, length: length,
             message: message, timeout: timeout, session: session, player: player, settings: settings,
-            balance: balance, price: price, change: change, reason: reason, state: state, prize: prize, tracking: tracking)
+            balance: balance, price: price, change: change, reason: reason, state: state, prize: prize, tracking: tracking, isContinue: isContinue)
     }
 
     /// The command as a known code, or nil for a number the protocol does not define.
@@ -246,6 +250,7 @@ extension WireMessage {
         if let state { JSONText.appendField("state", string: state, to: &out) }
         if let prize { JSONText.appendField("prize", string: prize, to: &out) }
         if let tracking { JSONText.appendField("tracking", string: tracking, to: &out) }
+        if let isContinue { JSONText.appendField("continue", bool: isContinue, to: &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOPosix
 import Protocol
 
 /// `claw-gateway notify`: plays a player for one notification.
@@ -50,27 +51,49 @@ struct NotifyCommand: AsyncParsableCommand {
     func run() async throws {
         let config = try options.load()
         let base = url ?? "http://\(["0.0.0.0", "::", ""].contains(config.http.host) ? "127.0.0.1" : config.http.host):\(config.http.port)"
-        let request: HTTPClientRequest
+        // A refused connection is an answer here (no gateway runs there), not
+        // something to try again until the timeout, as the shared client does.
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        let response: HTTPClientResponse
+        let body: ByteBuffer
         do {
-            request = try signedRequest(attach: try await attachment(base: base, http: config.http), base: base, im: config.im)
+            let attach = try await attachment(base: base, http: config.http, client: client)
+            response = try await client.execute(try signedRequest(attach: attach, base: base, im: config.im), timeout: .seconds(10))
+            body = try await response.body.collect(upTo: 1 << 20)
+            try await client.shutdown()
         } catch let problem as NotifyProblem {
+            try? await client.shutdown()
             printError(problem.message)
             throw ExitCode.validationFailure
-        }
-        let response: HTTPClientResponse
-        do {
-            response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
         } catch {
-            printError("No answer from the gateway at \(base): \(error)")
+            try? await client.shutdown()
+            printError(Self.unanswered(base, configured: url == nil, config: options.config, error: error))
             throw ExitCode(ExitStatus.unavailable)
         }
-        let body = try await response.body.collect(upTo: 1 << 20)
         print("HTTP \(response.status.code) \(String(buffer: body))")
         guard (200..<300).contains(response.status.code) else { throw ExitCode.failure }
     }
 
+    /// Why nothing came back from `base`, and what to do: the common case
+    /// (no gateway running) in words, anything else with the error.
+    static func unanswered(_ base: String, configured: Bool, config: String, error: any Error) -> String {
+        guard isRefused(error) else { return "No answer from the gateway at \(base): \(error)" }
+        let whose = configured ? " (http.listen of \(config))" : ""
+        return "Nothing listens at \(base)\(whose): no gateway is running there. Start it first, e.g. ./scripts/run in the "
+            + "repository, or claw-gateway run --config \(config)\(configured ? "" : "; or check --url")."
+    }
+
+    /// Whether a connection was refused: nothing listens at the address.
+    private static func isRefused(_ error: any Error) -> Bool {
+        if let error = error as? IOError { return error.errnoCode == ECONNREFUSED }
+        if let error = error as? NIOConnectionError { return error.connectionErrors.contains { isRefused($0.error) } }
+        return false
+    }
+
     /// The wire JSON for the words given.
-    private func attachment(base: String, http: HTTPSettings) async throws -> String {
+    private func attachment(base: String, http: HTTPSettings, client: HTTPClient) async throws -> String {
         guard let verb = words.first else { throw NotifyProblem("Say what to send, e.g. join, move left, grab.") }
         let argument = words.dropFirst().first
         let serial = serial ?? Int64(Date().timeIntervalSince1970 * 1000)
@@ -83,7 +106,9 @@ struct NotifyCommand: AsyncParsableCommand {
             return WireMessage(.leave).encodedString()
         case "accept", "decline":
             var session = argument
-            if session == nil { session = try await currentSession(base: base, token: readToken ?? http.readToken ?? http.adminToken) }
+            if session == nil {
+                session = try await currentSession(base: base, token: readToken ?? http.readToken ?? http.adminToken, client: client)
+            }
             return WireMessage(verb == "accept" ? .acceptTurn : .declineTurn, data: session).encodedString()
         case "move":
             guard let argument else { throw NotifyProblem("move needs a direction: up, down, left, right or stop.") }
@@ -102,11 +127,11 @@ struct NotifyCommand: AsyncParsableCommand {
     /// API with the read token when there is one. At a chain's router (which
     /// has no `/v1/machines`), from its `/v1/sites`, where every site's
     /// machines are, by id or IM account.
-    private func currentSession(base: String, token: String?) async throws -> String {
-        let (status, machine) = try await read(base + "/v1/machines/\(to)", token: token)
+    private func currentSession(base: String, token: String?, client: HTTPClient) async throws -> String {
+        let (status, machine) = try await read(base + "/v1/machines/\(to)", token: token, client: client)
         var player = (machine as? [String: Any])?["player"] as? [String: Any]
         if status == 404 {
-            let (sitesStatus, list) = try await read(base + "/v1/sites", token: token)
+            let (sitesStatus, list) = try await read(base + "/v1/sites", token: token, client: client)
             if sitesStatus == 401 {
                 throw NotifyProblem("The router refused to show \(to)'s turn (401): give the session id, or its router.read_token with --read-token.")
             }
@@ -122,10 +147,10 @@ struct NotifyCommand: AsyncParsableCommand {
     }
 
     /// A GET's status and JSON body.
-    private func read(_ url: String, token: String?) async throws -> (Int, Any?) {
+    private func read(_ url: String, token: String?, client: HTTPClient) async throws -> (Int, Any?) {
         var request = HTTPClientRequest(url: url)
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        let response = try await client.execute(request, timeout: .seconds(10))
         let body = try await response.body.collect(upTo: 1 << 20)
         return (Int(response.status.code), try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)))
     }

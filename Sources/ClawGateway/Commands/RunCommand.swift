@@ -25,10 +25,24 @@ struct RunCommand: AsyncParsableCommand {
         // A file size limit (RLIMIT_FSIZE) must fail the write, which storage
         // reports and recovers from, rather than kill the process.
         signal(SIGXFSZ, SIG_IGN)
-        // Started by claw-gateway.socket: systemd holds the port across
-        // restarts and passes it (SPEC §13); otherwise http.listen is bound.
-        let listener = HTTPListener.activated(environment: ProcessInfo.processInfo.environment, pid: getpid())
-        if let listener { HTTPListener.forgetActivation(listener) }
+        // In this order, so that a second gateway on the same config fails
+        // before it touches anything of the first one (SPEC §13):
+        // 1. the storage's lock: one gateway per data;
+        // 2. the HTTP port: the socket systemd passed (claw-gateway.socket
+        //    holds the port across restarts), which must be http.listen's,
+        //    or http.listen bound here;
+        // 3. only then storage opened for writing (Gateway.build), and MQTT,
+        //    the games and the camera recorders (the service group).
+        let lock: InstanceLock
+        let listener: HTTPListener
+        do throws(StartupError) {
+            lock = try InstanceLock.take(beside: config.storage.path)
+            listener = try HTTPListener.take(config.http, environment: ProcessInfo.processInfo.environment, pid: getpid())
+        } catch {
+            printError(error.description)
+            throw ExitCode(error.exitStatus)
+        }
+        HTTPListener.forgetActivation(listener)
         let gateway = try await Gateway.build(
             config: config, logger: logger, exportsMetrics: true, listener: listener, file: options.config)
         let group = ServiceGroup(
@@ -38,6 +52,8 @@ struct RunCommand: AsyncParsableCommand {
                 logger: logger))
         logger.info("Gateway starting", metadata: ["gateway.version": .string(ClawGatewayCommand.version)])
         try await group.run()
+        // Held until storage is closed: the group's last service closed it.
+        lock.release()
         logger.info("Gateway stopped")
     }
 }

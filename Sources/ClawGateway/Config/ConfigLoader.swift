@@ -83,9 +83,11 @@ struct Schema {
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
-        let http = readHTTP(top.section("http", keys: ["listen", "admin_token", "read_token", "allowed_hosts", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout"]))
+        let httpSection = top.section("http", keys: ["listen", "admin_token", "read_token", "allowed_hosts", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout", "trusted_proxies"])
+        let http = readHTTP(httpSection)
+        requireReadToken(in: httpSection, at: "http", top: top, needing: Self.sectionsNeedingReadToken)
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
-        let gameSection = top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace", "command_max_age", "settings"])
+        let gameSection = top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace", "command_max_age", "settings", "continue", "max_continues"])
         let game = readGame(gameSection)
         let storage = StorageSettings(path: resolve(top.section("storage", keys: ["path"])?.nonEmpty("path") ?? "data/gateway.sqlite"))
         let defaults = MachineSettings.read(
@@ -123,6 +125,31 @@ struct Schema {
         return GatewayConfig(
             gateway: gateway, mqtt: mqtt, http: http, im: im, game: game, storage: storage, machines: machines, chain: chain,
             appServer: appServer, credits: credits, evidence: evidence, prizes: prizes)
+    }
+
+    /// The sections whose routes serve what is a player's own (SPEC §11):
+    /// with any of them the HTTP API needs a read token, so that no one who
+    /// merely reaches the port reads it. `Host` does not stand in for a
+    /// token: it only keeps other sites' pages out of a visitor's browser
+    /// (DNS rebinding); a script sends any `Host` it likes. `video:` (SPEC
+    /// §17, the players' own feeds) joins this list when it is built.
+    static let sectionsNeedingReadToken: [(key: String, serves: String)] = [
+        ("credits", "the players' wallets"),
+        ("evidence", "the games' clips"),
+    ]
+
+    /// `<path>.read_token` is required when `top` has any of `needing`
+    /// (``sectionsNeedingReadToken`` for a gateway). A token that is there
+    /// but refused (too short, an unset `${VAR}`) is reported where it is read.
+    func requireReadToken(
+        in section: ConfigReader.Section?, at path: String, top: ConfigReader.Section, needing all: [(key: String, serves: String)]
+    ) {
+        let needing = all.filter { top.has($0.key) }
+        guard !needing.isEmpty, section?.has("read_token") != true else { return }
+        let sections = needing.map { "\($0.key): (\($0.serves))" }.joined(separator: " and ")
+        reader.report(
+            "\(path).read_token",
+            "is required with \(sections); without it they are open to anyone who reaches the port (the Host check keeps other sites' pages out of a browser, not a script out); set it, e.g. read_token: ${CLAW_READ_TOKEN} with the output of openssl rand -hex 16")
     }
 
     private func readGateway(_ section: ConfigReader.Section?) -> GatewaySettings? {
@@ -180,8 +207,30 @@ struct Schema {
                 "max_connections_per_client", default: min(settings.maxConnectionsPerClient, settings.maxConnections),
                 in: 1...settings.maxConnections)
             settings.idleTimeout = section.duration("idle_timeout", default: settings.idleTimeout, atLeast: .seconds(1))
+            settings.trustedProxies = trustedProxies(section)
         }
         return settings
+    }
+
+    /// `trusted_proxies`: addresses and CIDR blocks, IPv4 or IPv6.
+    private func trustedProxies(_ section: ConfigReader.Section) -> TrustedProxies {
+        var networks: [IPNetwork] = []
+        for (path, node) in section.list("trusted_proxies") ?? [] {
+            guard let text = reader.string(node, at: path) else { continue }
+            if let network = IPNetwork(text) {
+                networks.append(network)
+            } else if let parts = IPNetwork.parts(text) {
+                let block = IPNetwork(covering: parts.address, prefix: parts.prefix)
+                reader.report(
+                    path,
+                    "\"\(text.debugEscaped)\" has address bits set past /\(parts.prefix): write \(block) for the block, or the address alone")
+            } else {
+                reader.report(
+                    path,
+                    "\"\(text.debugEscaped)\" is not an IP address or a CIDR block (write e.g. 127.0.0.1, 10.0.0.0/8 or 2001:db8::/32)")
+            }
+        }
+        return TrustedProxies(networks: networks)
     }
 
     /// The shortest token accepted: 16 bytes (128 bits if random) cannot be guessed over HTTP.
@@ -270,6 +319,8 @@ struct Schema {
         game.suspectAfter = section.int("suspect_after", default: game.suspectAfter, in: 0...1000)
         game.offlineGrace = section.duration("offline_grace", default: game.offlineGrace, zeroTurnsOff: true)
         game.commandMaxAge = section.duration("command_max_age", default: game.commandMaxAge)
+        game.continueTimeout = section.duration("continue", default: game.continueTimeout, zeroTurnsOff: true)
+        game.maxContinues = section.int("max_continues", default: game.maxContinues, in: 1...100)
         return game
     }
 

@@ -82,6 +82,9 @@ struct HTTPSettings: Sendable, Equatable {
     var maxConnectionsPerClient: Int = 16
     /// How long a keep-alive connection may sit between requests.
     var idleTimeout: Duration = .seconds(60)
+    /// The reverse proxies whose `Forwarded` or `X-Forwarded-For` names the
+    /// client (SPEC §5); none by default: the peer is the client.
+    var trustedProxies: TrustedProxies = .none
 }
 
 struct IMSettings: Sendable, Equatable {
@@ -129,6 +132,12 @@ struct GameSettings: Sendable, Equatable {
     /// A move, grab or camera switch older than this since the IM service
     /// stamped it is dropped, never played late (SPEC §13).
     var commandMaxAge: Duration = .seconds(2)
+    /// `game.continue`: how long a player whose game ended `won` or `lost`
+    /// has to take the machine again before the queue (SPEC §3); zero: no
+    /// continues.
+    var continueTimeout: Duration = .zero
+    /// `game.max_continues`: continues in a row, at most.
+    var maxContinues: Int = 3
 }
 
 extension GameSettings {

@@ -111,7 +111,7 @@ extension RecorderConfig {
     static let creditsKeys = ["topup_secret", "max_topup"]
     static let recorderKeys = [
         "listen", "database", "read_token", "admin_token", "log_level", "allowed_hosts", "read_timeout", "max_connections",
-        "max_connections_per_client", "idle_timeout", "ledger_key", "voucher_max_age",
+        "max_connections_per_client", "idle_timeout", "trusted_proxies", "ledger_key", "voucher_max_age",
     ]
 
     /// Where the recorder listens when `recorder.listen` is not given: this
@@ -174,11 +174,7 @@ extension Schema {
         let ledgerKey = section.flatMap { token($0, "ledger_key") }
         let voucherMaxAge =
             section?.duration("voucher_max_age", default: .seconds(30), atLeast: .seconds(1)) ?? .seconds(30)
-        if let section, top.has("credits"), !section.has("read_token") {
-            reader.report(
-                section.path("read_token"),
-                "is required with credits: the chain's wallets are served on the read API, and are never open to whoever reaches the port")
-        }
+        requireReadToken(in: section, at: "recorder", top: top, needing: [("credits", "the chain's wallets")])
         if let section, top.has("credits"), !section.has("ledger_key") {
             reader.report(
                 section.path("ledger_key"),

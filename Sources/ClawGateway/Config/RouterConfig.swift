@@ -52,6 +52,7 @@ extension RouterConfig {
     static let routerKeys = [
         "listen", "read_token", "admin_token", "receipt_timeout", "log_level", "allowed_hosts", "read_timeout",
         "max_connections", "max_connections_per_client", "idle_timeout", "max_commands_per_second", "ledger_key",
+        "trusted_proxies",
     ]
     static let busKeys = ["urls", "username", "password", "client_id", "topic_prefix"]
 

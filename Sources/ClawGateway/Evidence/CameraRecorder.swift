@@ -117,7 +117,9 @@ final class CameraRecorder: Sendable {
             state.stopped = true
             return state.process
         }
-        if let process, process.isRunning { Self.end(process.processIdentifier) }
+        // By its pid while it is ours (`process` is cleared once it exited),
+        // not by `isRunning`, which may not say so yet for one just started.
+        if let process { Self.end(process.processIdentifier) }
     }
 
     /// How one ffmpeg's recording ended.

@@ -4,8 +4,9 @@ import Synchronization
 /// A program run to its end off the caller's thread (ffmpeg, ffprobe): its
 /// exit status is awaited, never waited on with a blocking call.
 enum Subprocess {
-    /// Runs `program`; its exit status, or -1 when it could not start.
-    /// `started` is handed the running process (to stop it, to note its pid).
+    /// Runs `program`; its exit status, or -1 when it could not start (or
+    /// the task was cancelled). `started` is handed the running process (to
+    /// stop it, to note its pid). Cancelling the task kills the process.
     static func run(
         _ program: String, _ arguments: [String], output: Pipe? = nil, started: ((Process) -> Void)? = nil
     ) async -> Int32 {
@@ -20,11 +21,19 @@ enum Subprocess {
             exited.continuation.yield(process.terminationStatus)
             exited.continuation.finish()
         }
+        if Task.isCancelled { return -1 }
         do { try process.run() } catch { return -1 }
+        let pid = process.processIdentifier
         started?(process)
-        var status: Int32 = -1
-        for await code in exited.stream { status = code }
-        return status
+        // A cancelled wait ends at once (an AsyncStream's does): the child
+        // is killed with it, never left running with nobody to stop it.
+        return await withTaskCancellationHandler {
+            var status: Int32 = -1
+            for await code in exited.stream { status = code }
+            return status
+        } onCancel: {
+            kill(pid, SIGKILL)
+        }
     }
 
     /// How a run bounded in time ended.

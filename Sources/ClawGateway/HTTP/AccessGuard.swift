@@ -106,10 +106,6 @@ struct AccessPolicy: Sendable {
     }
 }
 
-extension Character {
-    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
-}
-
 /// The middleware that applies an ``AccessPolicy`` to the routes added after
 /// it (a `RouterGroup` per scope in ``HTTPServer/router(_:logger:)``), so a
 /// new route in a group cannot forget it.

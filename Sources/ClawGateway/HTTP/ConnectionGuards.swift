@@ -4,41 +4,18 @@ import NIOHTTPTypes
 import Prometheus
 import Synchronization
 
-/// Who a connection counts against for the per-client shares: an IPv4
-/// address, or an IPv6 address's /64 (one host usually has a whole /64, so
-/// counting single IPv6 addresses would give it billions of shares). An IPv4
-/// address mapped into IPv6 (a dual-stack listener) counts as the IPv4 address.
-struct ClientAddress: Hashable, Sendable, CustomStringConvertible {
-    private let bytes: [UInt8]
-
-    init?(_ address: SocketAddress?) {
-        switch address {
-        case .v4(let v4):
-            bytes = withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
-        case .v6(let v6):
-            let all = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-            let mappedV4 = all[0..<10].allSatisfy { $0 == 0 } && all[10] == 0xff && all[11] == 0xff
-            bytes = mappedV4 ? Array(all[12..<16]) : Array(all[0..<8])
-        case .unixDomainSocket, nil:
-            return nil
-        }
-    }
-
-    var description: String {
-        if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
-        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
-        return groups.joined(separator: ":") + "::/64"
-    }
-}
-
 /// How many HTTP connections are open, in all and per client address: over
 /// `http.max_connections`, or over `http.max_connections_per_client` from
 /// one client, a new connection is closed as it comes, without touching any
 /// other. So no client can hold every socket and file descriptor of the
-/// gateway, nor the slots the IM service's copies need.
+/// gateway, nor the slots the IM service's copies need. A connection counts
+/// against its peer: no header has been read when it is admitted. A trusted
+/// proxy's connections have no share of their own to exceed (every client
+/// behind the proxy comes through them), only the whole.
 final class ConnectionLimit: Sendable {
     let maximum: Int
     let perClient: Int
+    let trustedProxies: TrustedProxies
     private struct Open {
         var all = 0
         var byClient: [ClientAddress: Int] = [:]
@@ -48,11 +25,17 @@ final class ConnectionLimit: Sendable {
     private let warnings = LogLimiter()
     private let logger: Logger
 
-    init(maximum: Int, perClient: Int, logger: Logger) {
+    init(maximum: Int, perClient: Int, trustedProxies: TrustedProxies = .none, logger: Logger) {
         self.maximum = maximum
         self.perClient = perClient
+        self.trustedProxies = trustedProxies
         self.logger = logger
         _ = (ConnectionRefusals.all, UnreadAnswersMetric.stalled)  // at 0 from the first scrape
+    }
+
+    /// Whose share a connection from `peer` counts against: nil for a trusted proxy.
+    func share(of peer: SocketAddress?) -> ClientAddress? {
+        trustedProxies.connectionShare(peer: peer)
     }
 
     /// Counts a new connection from `client`; false (and not counted) when it is one too many.
@@ -135,6 +118,9 @@ final class RequestReadClock {
         guard !timer.isArmed else { return }
         timer.arm(context)
     }
+
+    /// Bytes of a request came and its end has not yet.
+    var isRunning: Bool { timer.isArmed }
 
     /// The whole request arrived.
     func stop() {

@@ -33,7 +33,7 @@ struct GatewayHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             // Refused here, the connection is closed before anything is read from it.
-            let client = ClientAddress(channel.remoteAddress)
+            let client = connections.share(of: channel.remoteAddress)
             guard connections.admit(client) else {
                 channel.close(promise: nil)
                 throw TooManyConnections()
@@ -63,7 +63,7 @@ struct GatewayHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
         _ pipeline: ChannelPipeline.SynchronousOperations, after raw: (any ChannelHandler)?, clock: RequestReadClock, logger: Logger
     ) throws {
         let behind: [any ChannelHandler] = [
-            HTTP1ToHTTPServerCodec(secure: false), RequestReadClock.Stop(clock),
+            HTTP1ToHTTPServerCodec(secure: false), RequestReadClock.Stop(clock), QuiesceBetweenRequests(clock),
             HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger), CloseAfterAnswer(),
         ]
         let configure = { (position: ChannelPipeline.SynchronousOperations.Position) in
@@ -107,5 +107,49 @@ final class CloseAfterAnswer: ChannelOutboundHandler, RemovableChannelHandler {
         case .body, .end:
             context.write(data, promise: promise)
         }
+    }
+}
+
+/// A graceful stop closes a connection between requests, never under one
+/// that is arriving. Hummingbird's `HTTPConnectionStateHandler` closes at
+/// once when no request is in progress, and it counts a request from its
+/// decoded head: a request whose first bytes came but not yet its whole
+/// head (a copy the raw path handed over at its `Connection: close` line,
+/// the rest of it still on the way) would be closed unanswered. So the stop
+/// (`ChannelShouldQuiesceEvent`) is held here while a request's bytes have
+/// come (``RequestReadClock`` runs) and its head has not, and passed on with
+/// that head, after which the state handler waits for its answer. A head
+/// that never comes whole is cut off by the read clock.
+final class QuiesceBetweenRequests: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    private let clock: RequestReadClock
+    /// The head of the request being read has come (and its end not yet).
+    private var inRequest = false
+    private var held = false
+
+    init(_ clock: RequestReadClock) {
+        self.clock = clock
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head: inRequest = true
+        case .body: break
+        case .end: inRequest = false
+        }
+        context.fireChannelRead(data)
+        if held, inRequest {
+            held = false
+            context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent, clock.isRunning, !inRequest {
+            held = true
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 }

@@ -109,9 +109,11 @@ enum HTTPServer {
         router: Router<GatewayRequestContext>, http: HTTPSettings, ingress: Ingress?, listener: HTTPListener? = nil, logger: Logger
     ) -> HTTPService<RouterResponder<GatewayRequestContext>> {
         let decoderLimits = decoderLimits
-        let connections = ConnectionLimit(maximum: http.maxConnections, perClient: http.maxConnectionsPerClient, logger: logger)
+        let connections = ConnectionLimit(
+            maximum: http.maxConnections, perClient: http.maxConnectionsPerClient, trustedProxies: http.trustedProxies, logger: logger)
         return HTTPService(
-            responder: router.buildResponder(), listener: listener ?? .address(host: http.host, port: http.port), serverName: serverName, logger: logger
+            responder: router.buildResponder(), listener: listener ?? .address(host: http.host, port: http.port), serverName: serverName,
+            trustedProxies: http.trustedProxies, logger: logger
         ) { responder in
             GatewayHTTP1Channel(
                 responder: responder, ingress: ingress, idleTimeout: http.idleTimeout, readTimeout: http.readTimeout,

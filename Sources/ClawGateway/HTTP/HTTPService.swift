@@ -8,56 +8,24 @@ import NIOHTTP1
 import NIOPosix
 import ServiceLifecycle
 
-/// Where an HTTP server takes its connections from.
-enum HTTPListener: Sendable, Equatable {
-    /// A socket it binds itself.
-    case address(host: String, port: Int)
-    /// A listening socket it was handed, already bound: systemd's socket
-    /// activation (`claw-gateway.socket`), which holds the port while the
-    /// service restarts, so that connections wait in the kernel's queue
-    /// instead of being refused (SPEC §13).
-    case inherited(descriptor: CInt)
-
-    /// The first descriptor systemd passes (`sd_listen_fds(3)`).
-    static let firstPassedDescriptor: CInt = 3
-
-    /// The socket systemd passed this process, if it passed one:
-    /// `LISTEN_PID` is this process and `LISTEN_FDS` at least 1. Anything
-    /// else (no activation, or variables inherited from a parent they were
-    /// meant for) is nil: the server binds its own socket.
-    static func activated(environment: [String: String], pid: pid_t) -> HTTPListener? {
-        guard let listenPID = environment["LISTEN_PID"].flatMap({ pid_t($0) }), listenPID == pid,
-            let count = environment["LISTEN_FDS"].flatMap({ Int($0) }), count >= 1
-        else { return nil }
-        return .inherited(descriptor: firstPassedDescriptor)
-    }
-
-    /// Unsets the activation variables, as `sd_listen_fds(1)` does, so that
-    /// no child process takes the socket for its own; and marks the socket
-    /// close-on-exec.
-    static func forgetActivation(_ listener: HTTPListener) {
-        guard case .inherited(let descriptor) = listener else { return }
-        unsetenv("LISTEN_PID")
-        unsetenv("LISTEN_FDS")
-        unsetenv("LISTEN_FDNAMES")
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-    }
-}
-
 /// The HTTP server of every role (the gateway, the chain's router and
 /// recorder): a router's responder behind ``GatewayHTTP1Channel`` (the
 /// ingress's raw path, the connection guards), on a socket it binds or one
 /// systemd handed it. What Hummingbird's `Application` does to run a
 /// router, with the one thing it cannot do: take an inherited socket.
 ///
-/// On graceful shutdown it stops accepting (an inherited socket stays open
-/// in systemd, which queues new connections for the next start) and lets
-/// the open connections finish the requests they are in.
+/// On graceful shutdown it stops accepting, waits until every connection it
+/// has accepted is set up and has its task, then closes the socket (an
+/// inherited socket stays open in systemd, which queues new connections for
+/// the next start) and lets the open connections finish the requests they
+/// are in: a connection taken just before the stop is answered too.
 struct HTTPService<Responder: HTTPResponder>: Service
-where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
+where Responder.Context: InitializableFromSource<GatewayRequestContextSource> {
     let responder: Responder
     let listener: HTTPListener
     let serverName: String
+    /// Who may name the client a request is for (`http.trusted_proxies`).
+    let trustedProxies: TrustedProxies
     let logger: Logger
     /// The connection setup, given the responder.
     let channel: @Sendable (@escaping HTTPChannelHandler.Responder) -> GatewayHTTP1Channel
@@ -65,9 +33,10 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     private struct ResponseNotWritten: Error {}
 
     func run() async throws {
-        let responder = responder, logger = logger, serverName = serverName
+        let responder = responder, logger = logger, serverName = serverName, proxies = trustedProxies
         let child = channel { request, writer, channel in
-            let context = Responder.Context(source: ApplicationRequestContextSource(channel: channel, logger: logger))
+            let client = proxies.client(peer: channel.remoteAddress, headers: request.headers)
+            let context = Responder.Context(source: GatewayRequestContextSource(channel: channel, logger: logger, client: client))
             var response: Response
             do {
                 response = try await responder.respond(to: request, context: context)
@@ -88,6 +57,7 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
         }
         let group = MultiThreadedEventLoopGroup.singleton
         let quiescing = ServerQuiescingHelper(group: group)
+        let arriving = ArrivingConnections()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -95,6 +65,7 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
+                    try channel.pipeline.syncOperations.addHandler(ArrivingConnections.Handler(arriving))
                 }
             }
         let server: NIOAsyncChannel<GatewayHTTP1Channel.Value, Never>
@@ -107,12 +78,16 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
             logger.info(
                 "HTTP server listening on the socket systemd passed",
                 metadata: ["http.address": "\(server.channel.localAddress.map { "\($0)" } ?? "fd \(descriptor)")"])
+        case .bound(let descriptor, let address):
+            server = try await bootstrap.bind(descriptor, serverBackPressureStrategy: nil) { child.setup(channel: $0, logger: logger) }
+            logger.info("HTTP server listening", metadata: ["http.address": .string(address)])
         }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { connections in
                 do {
                     try await server.executeThenClose { inbound in
                         for try await connection in inbound {
+                            arriving.handedOver(connection.channel)
                             connections.addTask { await child.handle(value: connection, logger: logger) }
                         }
                     }
@@ -121,7 +96,11 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
                 }
             }
         } onGracefulShutdown: {
-            quiescing.initiateShutdown(promise: nil)
+            // Accept no more; close the socket and quiesce the connections once
+            // every connection already accepted has its task (ArrivingConnections).
+            server.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in
+                arriving.whenNoneArriving { quiescing.initiateShutdown(promise: nil) }
+            }
         }
         logger.info("HTTP server stopped")
     }

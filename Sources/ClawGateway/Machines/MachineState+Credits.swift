@@ -32,7 +32,9 @@ extension MachineState {
     /// (not in a chain).
     func offer(_ turn: Turn, serial: Int64, timeout: Int, _ fx: Effects) -> WireMessage {
         let balance = turn.price == nil ? nil : fx.balance(of: turn.player.address)
-        return WireMessage(.turnOffer, data: turn.session, serial: serial, timeout: timeout, balance: balance, price: turn.price)
+        return WireMessage(
+            .turnOffer, data: turn.session, serial: serial, timeout: timeout, balance: balance, price: turn.price,
+            isContinue: turn.isContinue ? true : nil)
     }
 
     /// The game's debit, with its start: `turn` has just started. At a site

@@ -192,7 +192,10 @@ extension MachineState {
     private mutating func endOfflineTurn(_ turn: Turn, _ fx: inout Effects) {
         let wasOffered = if case .offered = phase { true } else { false }
         endTurn(.machineOffline, &fx)
-        if wasOffered {
+        if wasOffered, turn.isContinue {
+            // A continue was never a place in the queue: the waiting players keep theirs.
+            notice(turn.player.address, WireError(.machineOffline, "\(machine.name) went offline; your continue has ended. Join again to play."), &fx)
+        } else if wasOffered {
             waiting.insert(turn.player, at: 0)
             fx.writes.append(.enqueue(machine: id, turn.player, atHead: true, at: fx.now.wall))
             fx.queueMoved(from: 0)
@@ -231,8 +234,9 @@ extension MachineState {
                     $0.session = turn.session
                 }
                 endTurn(.expired, &fx)
-                let seconds = Int(settings.acceptTimeout.seconds.rounded(.up))
-                let passed = "Your turn on \(machine.name) passed: it was not accepted within \(seconds) s. Join again to play."
+                let seconds = Int(acceptWindow(turn).seconds.rounded(.up))
+                let what = turn.isContinue ? "Your continue" : "Your turn"
+                let passed = "\(what) on \(machine.name) passed: it was not accepted within \(seconds) s. Join again to play."
                 notice(turn.player.address, WireError(.offerExpired, passed), &fx)
             case .playing:
                 dropClaw(&fx)
@@ -393,6 +397,7 @@ extension MachineState {
         turn.coinSerial = open.coinSerial
         turn.coinAcked = open.coinAcked
         turn.paid = game.paid
+        turn.continues = open.continues
         // An offer sent again says what a game costs now: that is what its accept debits.
         turn.price = price
         switch open.phase {

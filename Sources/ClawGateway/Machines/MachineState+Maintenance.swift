@@ -51,6 +51,11 @@ extension MachineState {
         guard let turn else { return finish(nil, &fx) }
         let text = report.text.isEmpty ? report.code : "\(report.text) (\(report.code))"
         switch phase {
+        case .offered where turn.isContinue:
+            // A continue was never a place in the queue: the waiting players keep theirs.
+            endTurn(.machineFault, reason: report.code, &fx)
+            notice(turn.player.address, WireError(.machineFault, "\(machine.name) reported a fault: \(text). Your continue has ended."), &fx)
+            return finish(nil, &fx)
         case .offered:
             endTurn(.machineFault, reason: report.code, &fx)
             waiting.insert(turn.player, at: 0)

@@ -64,6 +64,11 @@ struct MachineState: Sendable {
         /// What the offer (11) said a game costs (SPEC §11): what the accept
         /// debits, whatever a reload made the price meanwhile; nil: free.
         var price: Int64? = nil
+        /// A continue (SPEC §3): the how-manyth in a row this turn is; 0 for
+        /// a turn offered to the head of the queue.
+        var continues = 0
+
+        var isContinue: Bool { continues > 0 }
     }
 
     /// Whose turn it is.
@@ -162,6 +167,11 @@ struct MachineState: Sendable {
     /// Events of the start (a turn taken up) decided before the gateway
     /// had a broker connection: published again on the first one.
     var startEvents: [GameEvent] = []
+    /// The player whose game has just ended `won` or `lost`, and the
+    /// continues they had in a row: set by ``endTurn(_:reason:_:)``, and
+    /// taken by the same transition's ``settle(_:)``, which offers them a
+    /// continue or lets it go (SPEC §3).
+    var mayContinue: (player: QueueEntry, continues: Int)?
     /// The last result taken with a PC's serial, and its game: a repeat of
     /// it changes nothing and is confirmed again (SPEC §4, `result/ack`).
     /// Read back from the last game's record after a restart.
@@ -213,7 +223,7 @@ struct MachineState: Sendable {
             player: phase.turn.map { turn in
                 CurrentPlayer(
                     accid: turn.player.accid, provider: turn.player.provider, nick: turn.player.nick, session: turn.session,
-                    deadline: deadline.map { Timestamp.string(now.wall(at: $0)) })
+                    deadline: deadline.map { Timestamp.string(now.wall(at: $0)) }, isContinue: turn.isContinue)
             },
             waiting: waiting.map { WaitingPlayer(accid: $0.accid, provider: $0.provider, nick: $0.nick) },
             fault: maintenance?.fault, reason: maintenance?.reason, stock: countedStock)
@@ -257,7 +267,7 @@ struct MachineState: Sendable {
         var row = record(turn, endedAt: nil, outcome: nil)
         row.open = OpenGame(
             phase: open, deadline: now.wall(at: deadline), coinSerial: turn.coinSerial, coinAcked: turn.coinAcked,
-            serials: turn.serials.inOrder)
+            serials: turn.serials.inOrder, continues: turn.continues)
         return row
     }
 
@@ -328,6 +338,7 @@ struct MachineState: Sendable {
             settings = next
             nextSettings = nil
         }
+        offerContinue(&fx)
         offerNextTurn(&fx)
         if let from = fx.positionsFrom {
             fx.snapshotChanged = true
@@ -347,14 +358,18 @@ struct MachineState: Sendable {
         }
     }
 
+    /// Whether the machine offers a turn at all when it is free: online,
+    /// and not paused, suspect, retiring, in maintenance or being reset.
+    var offersTurns: Bool {
+        online && !paused && !suspect && !retiring && maintenance == nil && reset == nil && !outOfStock
+    }
+
     /// Offers the head of the queue the turn when the machine is free.
     mutating func offerNextTurn(_ fx: inout Effects) {
-        guard case .idle = phase, online, !paused, !suspect, !retiring, maintenance == nil, reset == nil, !outOfStock, !waiting.isEmpty
-        else { return }
+        guard case .idle = phase, offersTurns, !waiting.isEmpty else { return }
         let entry = waiting.removeFirst()
         fx.queueMoved(from: 0)
-        sessionsMade += 1
-        let session = "\(sessionPrefix)\(sessionsMade)"
+        let session = newSession()
         let deadline = fx.now.uptime + settings.acceptTimeout
         var turn = Turn(player: entry, session: session, deadline: deadline, offeredAt: fx.now.wall)
         turn.price = price
@@ -385,6 +400,7 @@ struct MachineState: Sendable {
         }
         fx.snapshotChanged = true
         phase = .idle
+        mayContinue = outcome == .won || outcome == .lost ? (turn.player, turn.continues) : nil
         emit(.gameEnded, &fx) {
             $0.set(turn.player.address)
             $0.nick = turn.player.nick
@@ -425,6 +441,12 @@ struct MachineState: Sendable {
             defer { phase = .awaitingResult(turn) }
             return body(&turn)
         }
+    }
+
+    /// The id of a turn about to be offered: this run's prefix, the machine's id and a count.
+    mutating func newSession() -> String {
+        sessionsMade += 1
+        return "\(sessionPrefix)\(sessionsMade)"
     }
 
     mutating func takeSerial() -> Int64 {

@@ -15,7 +15,7 @@ import Protocol
 /// into a second parcel, or both shipped and exchanged.
 extension GameStore {
     static func registerPrizes(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v16-prizes") { db in
+        migrator.registerMigration("v17-prizes") { db in
             try db.execute(
                 sql: """
                     CREATE TABLE machine_stock (

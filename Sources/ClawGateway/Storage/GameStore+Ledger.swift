@@ -112,7 +112,7 @@ extension GameStore {
     /// table is made again with the new rules, its rows (and their numbers)
     /// copied as they are, its indexes and triggers made again.
     static func registerExchange(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v15-ledger-exchange") { db in
+        migrator.registerMigration("v16-ledger-exchange") { db in
             try db.execute(
                 sql: """
                     CREATE TABLE ledger_v15 (

@@ -247,6 +247,10 @@ final class GameStore: Sendable {
         registerEvidence(&migrator)
         registerResumedGames(&migrator)
         registerAdjustKeys(&migrator)
+        migrator.registerMigration("v15-continues") { db in
+            // A continue (SPEC §3), the how-manyth in a row: an open one is taken up as a continue after a restart.
+            try db.execute(sql: "ALTER TABLE games ADD COLUMN continues INTEGER NOT NULL DEFAULT 0")
+        }
         registerExchange(&migrator)
         registerPrizes(&migrator)
         return migrator
@@ -264,7 +268,7 @@ final class GameStore: Sendable {
                     db,
                     sql: """
                         SELECT id, player, nick, provider, offered_at, started_at, commands, phase, deadline_at, coin_serial, coin_acked,
-                            serials
+                            serials, continues
                         FROM games WHERE machine = ? AND ended_at IS NULL ORDER BY offered_at, rowid
                         """,
                     arguments: [machine]
@@ -307,7 +311,7 @@ final class GameStore: Sendable {
         else { return nil }
         return OpenGame(
             phase: phase, deadline: deadline, coinSerial: row["coin_serial"], coinAcked: row["coin_acked"] ?? false,
-            serials: Self.serials(row["serials"]))
+            serials: Self.serials(row["serials"]), continues: row["continues"] ?? 0)
     }
 
     /// Writes `changes` and every machine image in `images`, all in one
@@ -548,19 +552,20 @@ final class GameStore: Sendable {
         try db.execute(
             sql: """
                 INSERT INTO games (id, machine, player, nick, provider, offered_at, started_at, ended_at, outcome, commands,
-                    phase, deadline_at, coin_serial, coin_acked, serials, result_serial)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    phase, deadline_at, coin_serial, coin_acked, serials, result_serial, continues)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     started_at = excluded.started_at, ended_at = excluded.ended_at,
                     outcome = excluded.outcome, commands = excluded.commands, phase = excluded.phase,
                     deadline_at = excluded.deadline_at, coin_serial = excluded.coin_serial, coin_acked = excluded.coin_acked,
-                    serials = excluded.serials, result_serial = excluded.result_serial
+                    serials = excluded.serials, result_serial = excluded.result_serial,
+                    continues = MAX(continues, excluded.continues)
                 """,
             arguments: [
                 game.id, game.machine, game.player, game.nick, game.provider, Timestamp.string(game.offeredAt),
                 game.startedAt.map(Timestamp.string), game.endedAt.map(Timestamp.string), game.outcome?.rawValue,
                 game.commands, game.open?.phase.rawValue, game.open.map { Timestamp.string($0.deadline) }, game.open?.coinSerial,
-                game.open?.coinAcked ?? false, game.open.map { Self.serialsText($0.serials) }, game.resultSerial,
+                game.open?.coinAcked ?? false, game.open.map { Self.serialsText($0.serials) }, game.resultSerial, game.open?.continues ?? 0,
             ])
         // An upsert touches exactly one row; anything else means the record was not written.
         guard db.changesCount == 1 else {
@@ -722,6 +727,8 @@ struct OpenGame: Sendable, Equatable {
     /// The players' serials already forwarded in the game, oldest first
     /// (``SerialWindow``): a copy that comes again after a restart is dropped.
     var serials: [Int64] = []
+    /// A continue (SPEC §3): the how-manyth in a row; 0 for a turn of the queue.
+    var continues = 0
 }
 
 /// What ``GameStore/restore(machine:)`` read back.

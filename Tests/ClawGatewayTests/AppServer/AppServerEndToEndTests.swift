@@ -186,7 +186,9 @@ extension HeavySuites {
         /// With credits (SPEC §8, §11): a new tourist starts with the welcome
         /// credits, and reads their wallet with their secret sid, nobody else's.
         @Test func aNewTouristIsWelcomedAndReadsTheirWalletBySecret() async throws {
-            try await AppServerSite.with(extra: "credits: { price: 2, topup_secret: app-server-topup-secret, welcome: 5 }") { site in
+            try await AppServerSite.with(
+                extra: "credits: { price: 2, topup_secret: app-server-topup-secret, welcome: 5 }", http: "read_token: app-server-read-token-0123"
+            ) { site in
                 let tourist = try await site.newTourist()
                 let wallet = try await site.post("wallet", "sid=\(tourist.sid)")
                 let data = try #require(wallet.json["data"] as? [String: Any], "\(wallet.body)")

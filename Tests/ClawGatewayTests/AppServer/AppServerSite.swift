@@ -27,7 +27,11 @@ final class AppServerSite {
     /// - Parameter onlineCounts: the chatrooms' online counts NetEase gives from the start.
     /// - Parameter extra: top-level sections appended to the file (`credits:`).
     /// - Parameter m1: lines added to machine m1 (its `prize:`).
-    init(game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "", m1: String = "") async throws {
+    /// - Parameter http: more of the `http:` section (`read_token`, which `credits:` needs).
+    init(
+        game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "", m1: String = "",
+        http: String = ""
+    ) async throws {
         broker = try MosquittoBroker.start()
         netease = try await FakeNetEaseAPI()
         netease.chatrooms.onlineCounts.withLock { $0 = onlineCounts }
@@ -42,6 +46,7 @@ final class AppServerSite {
             http:
               listen: 127.0.0.1:\(httpPort)
               admin_token: \(Self.adminToken)
+            \(http.split(separator: "\n").map { "  \($0)" }.joined(separator: "\n"))
             storage:
               path: data/gateway.sqlite
             \(netease.imSection(replyConcurrency: nil))
@@ -75,16 +80,17 @@ final class AppServerSite {
         try startGateway()
         try startSimulator()
         try await eventually("every simulated machine to be online") {
-            let list = try? await HTTP.get("\(base)/v1/machines")
+            // The admin token reads too, with or without a read token.
+            let list = try? await HTTP.request(.GET, "\(base)/v1/machines", headers: [("Authorization", "Bearer \(Self.adminToken)")])
             return (list?.body.components(separatedBy: #""online":true"#).count ?? 0) == 4
         }
     }
 
     static func with(
         game: String = "", sessions: String = "secret", onlineCounts: [Int64: Int] = [:], extra: String = "", m1: String = "",
-        _ body: (AppServerSite) async throws -> Void
+        http: String = "", _ body: (AppServerSite) async throws -> Void
     ) async throws {
-        let site = try await AppServerSite(game: game, sessions: sessions, onlineCounts: onlineCounts, extra: extra, m1: m1)
+        let site = try await AppServerSite(game: game, sessions: sessions, onlineCounts: onlineCounts, extra: extra, m1: m1, http: http)
         do {
             try await body(site)
         } catch {

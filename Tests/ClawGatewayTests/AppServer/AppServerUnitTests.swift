@@ -260,7 +260,7 @@ func metricValue(_ series: String) -> Int64 {
     }
 
     private func address(_ text: String) throws -> ClientAddress? {
-        ClientAddress(try SocketAddress(ipAddress: text, port: 4000))
+        TrustedProxies.none.client(peer: try SocketAddress(ipAddress: text, port: 4000), headers: [:])
     }
 
     private func created(_ outcome: Tourists.Outcome) throws -> (TouristAccount, String?) {

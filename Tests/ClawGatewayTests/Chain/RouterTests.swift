@@ -15,6 +15,7 @@ import Testing
           listen: 127.0.0.1:8181
           read_token: read-token-of-16-bytes
           receipt_timeout: 500ms
+          trusted_proxies: [10.0.0.0/8]
         bus:
           urls: [mqtt://127.0.0.1:1883, mqtt://127.0.0.1:1884]
           username: router
@@ -31,6 +32,7 @@ import Testing
         #expect(config.router.http.host == "127.0.0.1" && config.router.http.port == 8181)
         #expect(config.router.receiptTimeout == .milliseconds(500))
         #expect(config.router.http.readToken == "read-token-of-16-bytes")
+        #expect(config.router.http.trustedProxies.networks.map(\.description) == ["10.0.0.0/8"], "behind the chain's load balancer")
         #expect(config.bus.urls.map(\.port) == [1883, 1884])
         #expect(config.bus.topicPrefix == "claw")
         #expect(config.bus.clientID.hasPrefix("claw-router-") && !config.bus.clientID.contains("."))
@@ -63,6 +65,7 @@ import Testing
         ("router: { ledger_key: short }\n", "router.ledger_key", "16"),
         ("router: { receipt_timeout: soon }\n", "router.receipt_timeout", "not a duration"),
         ("router: { listen: nowhere }\n", "router.listen", "host:port"),
+        ("router: { trusted_proxies: [10.0.0.1/8] }\n", "router.trusted_proxies[0]", "write 10.0.0.0/8"),
         ("bus: { urls: [http://x:1] }\nim: { generic: { secret: s } }\n", "bus.urls[0]", "mqtt://"),
         ("bus: { urls: [] }\nim: { generic: { secret: s } }\n", "bus.urls", "at least one"),
         ("bus: { urls: [mqtt://x:1], client_id: claw.router }\nim: { generic: { secret: s } }\n", "bus.client_id", "'.'"),

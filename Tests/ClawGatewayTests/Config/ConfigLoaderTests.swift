@@ -263,12 +263,48 @@ struct ConfigLoaderTests {
         Case(yaml: "", expected: "test.yaml: is empty"),
     ]
 
+    /// What `credits:` and `evidence:` need beside them (SPEC §11).
+    static let readToken = "\nhttp: { read_token: 0123456789abcdef }"
+
+    /// SPEC §11: with credits: or evidence: the HTTP API needs a read token,
+    /// and the problem says why; a token that is there but refused is reported once, as itself.
+    @Test(arguments: [
+        ("\ncredits: { topup_secret: 0123456789abcdef }", ["http.read_token: is required with credits: (the players' wallets); without it they are open to anyone who reaches the port (the Host check keeps other sites' pages out of a browser, not a script out); set it, e.g. read_token: ${CLAW_READ_TOKEN} with the output of openssl rand -hex 16"]),
+        ("\nevidence: { dir: ev }", ["http.read_token: is required with evidence: (the games' clips); without it they are open"]),
+        ("\ncredits: { topup_secret: 0123456789abcdef }\nevidence: { dir: ev }", ["http.read_token: is required with credits: (the players' wallets) and evidence: (the games' clips); without it they are open"]),
+        ("\nevidence: { dir: ev }\nhttp: { admin_token: 0123456789abcdef }", ["http.read_token: is required with evidence:"]),
+        ("\nchain: { site: a-1, bus: [mqtt://h] }\ncredits: { price: 1 }", ["http.read_token: is required with credits:"]),
+        ("\nevidence: { dir: ev }\nhttp: { read_token: short }", ["http.read_token: is 5 bytes long"]),
+        ("\nevidence: { dir: ev }\nhttp: { read_token: \"${UNSET_READ_TOKEN}\" }", ["http.read_token: environment variable UNSET_READ_TOKEN is not set"]),
+    ])
+    func creditsAndEvidenceNeedAReadToken(_ sections: String, _ expected: [String]) {
+        let found = problems(Self.minimal + sections)
+        #expect(found.count == expected.count, "one problem each: \(found)")
+        for text in expected { #expect(found.contains { $0.hasPrefix(text) }, "\(text) in \(found)") }
+    }
+
+    /// `http.trusted_proxies` (SPEC §5): addresses and blocks, each bad entry named by its index.
+    @Test func trustedProxiesAreAddressesAndBlocks() throws {
+        let config = try parse(Self.minimal + "\nhttp: { trusted_proxies: [127.0.0.1, 10.0.0.0/8, \"2001:db8:ff::/48\", \"::1\"] }")
+        #expect(config.http.trustedProxies.networks.map(\.description) == ["127.0.0.1", "10.0.0.0/8", "2001:db8:ff::/48", "::1"])
+        #expect(try parse(Self.minimal).http.trustedProxies == .none, "none by default")
+        #expect(
+            problems(Self.minimal + "\nhttp: { trusted_proxies: [127.0.0.1, 10.0.0.1/8, proxy.example, \"2001:db8::/129\", [1]] }") == [
+                "http.trusted_proxies[1]: \"10.0.0.1/8\" has address bits set past /8: write 10.0.0.0/8 for the block, or the address alone",
+                "http.trusted_proxies[2]: \"proxy.example\" is not an IP address or a CIDR block (write e.g. 127.0.0.1, 10.0.0.0/8 or 2001:db8::/32)",
+                "http.trusted_proxies[3]: \"2001:db8::/129\" is not an IP address or a CIDR block (write e.g. 127.0.0.1, 10.0.0.0/8 or 2001:db8::/32)",
+                "http.trusted_proxies[4]: must be a single value, not a list",
+            ])
+        #expect(problems(Self.minimal + "\nhttp: { trusted_proxies: 10.0.0.1 }") == ["http.trusted_proxies: must be a list"])
+        #expect(problems(Self.minimal + "\nhttp: { trusted_proxy: [10.0.0.1] }") == ["http.trusted_proxy: unknown key (did you mean trusted_proxies?)"])
+    }
+
     @Test func evidenceHasItsDefaultsAndSizes() throws {
-        let config = try parse(Self.minimal + "\nevidence: { dir: evidence }", base: "/srv/claw")
+        let config = try parse(Self.minimal + "\nevidence: { dir: evidence }" + Self.readToken, base: "/srv/claw")
         #expect(config.evidence == EvidenceSettings(dir: "/srv/claw/evidence"))
         #expect(config.evidence?.buffer == .seconds(600) && config.evidence?.pad == .seconds(2))
         #expect(config.evidence?.keep == .seconds(30 * 86400) && config.evidence?.maxDisk == 20 << 30)
-        let sized = try parse(Self.minimal + "\nevidence: { dir: /e, buffer: 5m, pad: 500ms, keep: 7d, max_disk: 200MiB }")
+        let sized = try parse(Self.minimal + "\nevidence: { dir: /e, buffer: 5m, pad: 500ms, keep: 7d, max_disk: 200MiB }" + Self.readToken)
         #expect(sized.evidence == EvidenceSettings(dir: "/e", buffer: .seconds(300), pad: .milliseconds(500), keep: .seconds(7 * 86400), maxDisk: 200 << 20))
         #expect(config.evidence?.minFree == 2 << 30 && config.evidence?.cutTimeout == .seconds(60))
         let guarded = try parse(Self.minimal + "\nevidence: { dir: /e, min_free: 512MiB, cut_timeout: 90s }")
@@ -284,6 +320,7 @@ struct ConfigLoaderTests {
             gateway: { id: a }
             mqtt: { url: "mqtt://h" }
             credits: { price: 3, topup_secret: "${SECRET}", max_topup: 500, welcome: 5 }
+            http: { read_token: 0123456789abcdef }
             machines:
               - id: m1
               - id: m2

@@ -13,6 +13,7 @@ extension HeavySuites {
         static let token = "credits-admin-token"
         static let admin = [("Authorization", "Bearer \(token)")]
         static let secret = "credits-topup-secret-0123"
+        static let readToken = "credits-read-token-0123"
 
         static func topUp(_ site: E2ESite, _ json: String, timestamp: Int64 = Int64(Date().timeIntervalSince1970), secret: String = secret)
             async throws -> HTTP.Answer
@@ -42,14 +43,14 @@ extension HeavySuites {
         }
 
         static func wallet(_ site: E2ESite, _ player: String, provider: String = "netease") async throws -> [String: Any] {
-            let answer = try await HTTP.get("\(site.base)/v1/players/\(provider)/\(player)/wallet")
+            let answer = try await HTTP.get("\(site.base)/v1/players/\(provider)/\(player)/wallet", bearer: site.readToken)
             #expect(answer.status == 200, "\(answer.body)")
             return answer.json
         }
 
         @Test func topUpsPayForGamesAndFailedGamesArePaidBack() async throws {
             let site = try await E2ESite(
-                simulate: false, adminToken: Self.token,
+                simulate: false, adminToken: Self.token, readToken: Self.readToken,
                 extra: "credits: { price: 2, topup_secret: \(Self.secret), max_topup: 100 }")
             do {
                 try await run(site)
@@ -67,7 +68,7 @@ extension HeavySuites {
                 try pc.client.publish("claw/\(machine)/state", payload: Array("online".utf8), qos: .atLeastOnce, retain: true)
             }
             try await eventually("both machines online") {
-                (try? await HTTP.get("\(site.base)/v1/machines"))?.body.components(separatedBy: #""online":true"#).count == 3
+                (try? await HTTP.get("\(site.base)/v1/machines", bearer: site.readToken))?.body.components(separatedBy: #""online":true"#).count == 3
             }
 
             // No credit: alice's join is refused, with her balance and the price.
@@ -97,6 +98,9 @@ extension HeavySuites {
                 #expect(answer.status == 422 && answer.json["code"] as? String == "invalid_body", "\(bad): \(answer.status) \(answer.body)")
             }
             #expect(try await Self.wallet(site, "alice")["balance"] as? Int == 0)
+            // A wallet is never open: no token, whatever Host a script sends (the Host check is a browser's).
+            let open = try await HTTP.request(.GET, "\(site.base)/v1/players/netease/alice/wallet", headers: [("Host", "127.0.0.1")])
+            #expect(open.status == 401 && open.json["code"] as? String == "unauthorized", "\(open.status) \(open.body)")
 
             // The top-up; the same order again (replayed, re-signed) adds nothing; other content is a conflict.
             let taken = try await Self.topUp(site, order)
@@ -173,9 +177,9 @@ extension HeavySuites {
             let reused = try await HTTP.request(
                 .POST, adjust, headers: Self.admin, body: Array(#"{"credits":2,"reason":"goodwill","key":"k-1"}"#.utf8))
             #expect(reused.status == 409 && reused.json["code"] as? String == "key_conflict", "\(reused.body)")
-            #expect(try await HTTP.get("\(site.base)/v1/players/wechat/alice/wallet").status == 404)
+            #expect(try await HTTP.get("\(site.base)/v1/players/wechat/alice/wallet", bearer: site.readToken).status == 404)
 
-            let metrics = try PrometheusText(try await HTTP.get("\(site.base)/metrics").body)
+            let metrics = try PrometheusText(try await HTTP.get("\(site.base)/metrics", bearer: site.readToken).body)
             #expect(metrics.samples[#"claw_credits_total{kind="topup"}"#] == 7)
             #expect(metrics.samples[#"claw_credits_total{kind="debit"}"#] == 4)
             #expect(metrics.samples[#"claw_credits_total{kind="refund"}"#] == 2)

@@ -70,7 +70,7 @@ extension HeavySuites {
         /// name: read from their wallet, then from the game's debit.
         @Test func thePlayersBalanceShowsBesideTheirName() async throws {
             let site = try await E2ESite(
-                game: Self.game, extra: "credits: { price: 2, topup_secret: \(CreditsEndToEndTests.secret) }")
+                game: Self.game, readToken: CreditsEndToEndTests.readToken, extra: "credits: { price: 2, topup_secret: \(CreditsEndToEndTests.secret) }")
             do {
                 let topUp = try await CreditsEndToEndTests.topUp(site, #"{"provider":"generic","account":"ann","credits":5,"order":"o-ann"}"#)
                 #expect(topUp.status == 200, "\(topUp.body)")
@@ -406,9 +406,14 @@ extension HeavySuites {
 
         static func card(_ machine: String) -> String { #"section.machine[data-machine="\#(machine)"]"# }
 
-        /// Loads the dashboard and waits until it is live with its machines.
+        /// Loads the dashboard and waits until it is live with its machines;
+        /// with the site's read token in the tab, as the page keeps it once asked.
         static func open(_ page: WebDriver, _ site: E2ESite) async throws {
             try await page.navigate("\(site.base)/dashboard")
+            if let token = site.readToken {
+                _ = try await page.execute("sessionStorage.setItem('claw-read-token', '\(token)')")
+                try await page.navigate("\(site.base)/dashboard")
+            }
             try await page.waitFor("the dashboard to be live with its machines") {
                 let link = try await page.texts("#link"), cards = try await page.findAll("section.machine")
                 return link == ["Live"] && cards.count == 2

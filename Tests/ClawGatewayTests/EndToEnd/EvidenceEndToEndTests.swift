@@ -74,6 +74,7 @@ extension HeavySuites {
         /// `evidence` adds keys to the section (one `key: value` a line):
         /// by default a `min_free` of 64 MiB, so that a test machine with
         /// less than the default 2 GiB free still records.
+        /// Always with the read token `evidence:` needs (SPEC §11).
         static func withCameras(
             simulate: Bool = true, http: String = "", evidence: String = "min_free: 64MiB",
             launcher: @escaping (TestSite) -> [String] = { _ in [] },
@@ -85,7 +86,7 @@ extension HeavySuites {
             try rtmp.startCamera("m1-1", colour: "red")
             try rtmp.startCamera("m1-2", colour: "blue")
             let site = try await E2ESite(
-                simulate: simulate, adminToken: token, logLevel: "info", http: http,
+                simulate: simulate, adminToken: token, readToken: readToken, logLevel: "info", http: http,
                 simulatorArguments: ["--ack-delay", "0s", "--result-delay", "1s", "--win-rate", "1"], machines: ["m1"],
                 extra: "evidence:\n  dir: evidence\n  pad: 1s\n" + evidence.split(separator: "\n").map { "  \($0)\n" }.joined(),
                 cameraBase: rtmp.base, launcher: launcher)
@@ -99,12 +100,12 @@ extension HeavySuites {
             await site.stop()
         }
 
-        private func recording(_ site: E2ESite, camera: String, headers: [(String, String)] = []) async -> Bool {
+        private func recording(_ site: E2ESite, camera: String, headers: [(String, String)] = EvidenceEndToEndTests.reader) async -> Bool {
             let text = (try? await HTTP.request(.GET, "\(site.base)/metrics", headers: headers).body) ?? ""
             return text.contains(#"claw_evidence_recording_up{machine="m1",camera="\#(camera)"} 1"#)
         }
 
-        private func bothRecording(_ site: E2ESite, headers: [(String, String)] = []) async -> Bool {
+        private func bothRecording(_ site: E2ESite, headers: [(String, String)] = EvidenceEndToEndTests.reader) async -> Bool {
             let one = await recording(site, camera: "1", headers: headers)
             let two = await recording(site, camera: "2", headers: headers)
             return one && two
@@ -113,7 +114,7 @@ extension HeavySuites {
         /// Plays one game on m1 as `player`: join, accept, a move, grab; returns its session once it ended.
         /// `during` runs once the game is playing, before the player steers.
         private func play(
-            _ site: E2ESite, _ player: String, headers: [(String, String)] = [], during: () async throws -> Void = {}
+            _ site: E2ESite, _ player: String, headers: [(String, String)] = EvidenceEndToEndTests.reader, during: () async throws -> Void = {}
         ) async throws -> String {
             try await site.generic(from: player, to: "m1", #"{"command":6}"#)
             let turn = try await HTTP.request(.GET, "\(site.base)/v1/machines/m1", headers: headers).json["player"] as? [String: Any]
@@ -129,7 +130,7 @@ extension HeavySuites {
         }
 
         /// The game's record once its clips are cut (or known missing).
-        private func record(_ site: E2ESite, _ session: String, headers: [(String, String)] = []) async throws -> [String: Any] {
+        private func record(_ site: E2ESite, _ session: String, headers: [(String, String)] = EvidenceEndToEndTests.reader) async throws -> [String: Any] {
             var found: [String: Any]?
             try await eventually("the clips of \(session) in its record", timeout: .seconds(30)) {
                 let games = (try? await HTTP.request(.GET, "\(site.base)/v1/machines/m1/games", headers: headers))?.json["games"] as? [[String: Any]] ?? []
@@ -153,7 +154,7 @@ extension HeavySuites {
             defer { try? FileManager.default.removeItem(at: folder) }
             for (camera, colour) in [("1", "red"), ("2", "blue")] {
                 let url = "\(site.base)/v1/machines/m1/games/\(session)/evidence/\(camera)"
-                let whole = try await HTTP.bytes(url)
+                let whole = try await HTTP.bytes(url, headers: Self.reader)
                 #expect(whole.status == 200 && whole.headers["content-type"] == "video/mp4" && whole.headers["accept-ranges"] == "bytes")
                 let file = folder.appendingPathComponent("\(camera).mp4")
                 try Data(whole.body).write(to: file)
@@ -166,12 +167,14 @@ extension HeavySuites {
                 let isBlue = rgb.count == 3 && rgb[2] > 180 && rgb[0] < 80 && rgb[1] < 80
                 #expect(colour == "red" ? isRed : isBlue, "camera \(camera) shows \(rgb)")
                 // A browser's <video> seeks with Range.
-                let part = try await HTTP.bytes(url, headers: [("Range", "bytes=100-199")])
+                let part = try await HTTP.bytes(url, headers: Self.reader + [("Range", "bytes=100-199")])
                 #expect(part.status == 206 && part.body == Array(whole.body[100...199]))
                 #expect(part.headers["content-range"] == "bytes 100-199/\(whole.body.count)")
-                let tail = try await HTTP.bytes(url, headers: [("Range", "bytes=-10")])
+                let tail = try await HTTP.bytes(url, headers: Self.reader + [("Range", "bytes=-10")])
                 #expect(tail.status == 206 && tail.body == Array(whole.body.suffix(10)))
-                #expect(try await HTTP.bytes(url, headers: [("Range", "bytes=999999999-")]).status == 416)
+                #expect(try await HTTP.bytes(url, headers: Self.reader + [("Range", "bytes=999999999-")]).status == 416)
+                // A clip is never open: not without the token, whatever Host a script sends.
+                #expect(try await HTTP.bytes(url, headers: [("Host", "127.0.0.1")]).status == 401)
             }
             // Nothing else is served.
             for path in [
@@ -179,7 +182,7 @@ extension HeavySuites {
                 "/v1/machines/m1/games/..%2F..%2Fdata%2Fgateway.sqlite/evidence/1", "/v1/machines/m1/games/\(session)/evidence/..%2F1",
                 "/v1/machines/m1/games/nope/evidence/1",
             ] {
-                let answer = try await HTTP.get("\(site.base)\(path)")
+                let answer = try await HTTP.get("\(site.base)\(path)", bearer: Self.readToken)
                 #expect(answer.status == 404, "\(path): \(answer.status) \(answer.body)")
             }
 
@@ -193,6 +196,9 @@ extension HeavySuites {
 
             // The dashboard lists the game's clips and plays one in the real browser.
             try await WebDriver.with { page in
+                try await page.navigate("\(site.base)/dashboard")
+                // The read token in the tab, as the page keeps it once asked: the clip is fetched with it.
+                _ = try await page.execute("sessionStorage.setItem('claw-read-token', '\(Self.readToken)')")
                 try await page.navigate("\(site.base)/dashboard")
                 let buttons = "section.machine[data-machine=\"m1\"] .results li[data-game=\"\(session)\"] button.clip"
                 try await page.waitFor("the game's two clips listed", timeout: .seconds(20)) {
@@ -233,7 +239,7 @@ extension HeavySuites {
             let missing = next["evidence_missing"] as? [[String: Any]] ?? []
             #expect(missing.count == 1 && missing.first?["camera"] as? String == "2", "\(next)")
             #expect((missing.first?["reason"] as? String)?.contains("down") == true, "\(missing)")
-            let gone = try await HTTP.get("\(site.base)/v1/machines/m1/games/\(second)/evidence/2")
+            let gone = try await HTTP.get("\(site.base)/v1/machines/m1/games/\(second)/evidence/2", bearer: Self.readToken)
             #expect(gone.status == 404 && gone.json["code"] as? String == "no_clip")
 
             // kill -9 takes no ffmpeg with it; the next start stops the one it left.
@@ -269,7 +275,7 @@ extension HeavySuites {
                 throw BrokerError("unshare (util-linux) is missing, and the min_free test needs it for a tmpfs of its own")
             }
             try await Self.withCameras(
-                simulate: false, http: "read_token: \(Self.readToken)", evidence: "min_free: 2MiB",
+                simulate: false,
                 launcher: { site in
                     let folder = site.directory.appendingPathComponent("evidence").path
                     return ["/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",

@@ -47,13 +47,13 @@ import Testing
 
 /// Whom a connection counts against.
 @Suite struct ClientAddressTests {
-    static func client(_ ip: String) throws -> ClientAddress? {
-        ClientAddress(try SocketAddress(ipAddress: ip, port: 1234))
+    static func client(_ ip: String, port: Int = 1234) throws -> ClientAddress? {
+        TrustedProxies.none.client(peer: try SocketAddress(ipAddress: ip, port: port), headers: [:])
     }
 
     @Test func anIPv4AddressIsItselfWhateverThePort() throws {
         #expect(try Self.client("127.0.0.2")?.description == "127.0.0.2")
-        #expect(try Self.client("127.0.0.2") == ClientAddress(try SocketAddress(ipAddress: "127.0.0.2", port: 9)))
+        #expect(try Self.client("127.0.0.2") == Self.client("127.0.0.2", port: 9))
         #expect(try Self.client("127.0.0.2") != Self.client("127.0.0.3"))
     }
 

@@ -113,11 +113,26 @@ extension HeavySuites {
                 #expect(badProvider.status == 64)
                 #expect(badProvider.error.contains("--via must be generic or netease"))
 
-                // Nobody listening: the exit status says unavailable (69), the message says where it tried.
+                // Nobody listening: the exit status says unavailable (69); the message says
+                // in words that no gateway runs where it tried, and how to start one.
                 let port = try FreePort.next()
-                let down = try notify(site, ["--from", "bob", "--to", "m1", "--url", "http://127.0.0.1:\(port)", "leave"])
-                #expect(down.status == 69)
-                #expect(down.error.contains("No answer from the gateway at http://127.0.0.1:\(port)"))
+                for words in [["leave"], ["accept"]] {
+                    let down = try notify(site, ["--from", "bob", "--to", "m1", "--url", "http://127.0.0.1:\(port)"] + words)
+                    #expect(down.status == 69, "\(words): \(down.error)")
+                    #expect(down.error.contains("Nothing listens at http://127.0.0.1:\(port): no gateway is running there"), "\(down.error)")
+                    #expect(down.error.contains("./scripts/run") && down.error.contains("claw-gateway run --config"), "\(down.error)")
+                    #expect(!down.error.contains("errno") && !down.error.contains("connection reset"), "\(down.error)")
+                }
+                // Without --url, the address is the config's http.listen, and the message says so.
+                let elsewhere = site.site.directory.appendingPathComponent("elsewhere.yaml")
+                try (try String(contentsOf: site.site.config, encoding: .utf8))
+                    .replacingOccurrences(of: "listen: 127.0.0.1:\(site.site.httpPort)", with: "listen: 127.0.0.1:\(port)")
+                    .write(to: elsewhere, atomically: true, encoding: .utf8)
+                let unconfigured = try GatewayBinary.run(["notify", "--config", elsewhere.path, "--from", "bob", "--to", "m1", "leave"])
+                #expect(unconfigured.status == 69)
+                #expect(
+                    unconfigured.error.contains("Nothing listens at http://127.0.0.1:\(port) (http.listen of \(elsewhere.path))"),
+                    "\(unconfigured.error)")
 
                 let machine = try await HTTP.get("\(site.base)/v1/machines/m1").json
                 #expect((machine["player"] as? [String: Any])?["accid"] as? String == "alice", "no refused notification changed the game")

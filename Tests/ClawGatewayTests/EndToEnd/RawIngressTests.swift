@@ -209,6 +209,47 @@ extension HeavySuites {
             }
         }
 
+        /// Another process holding SQLite's write lock on the site's file
+        /// (`BEGIN IMMEDIATE`, as any writer does): the gateway's writes wait
+        /// for it, and so do the answers that wait for them. SIGKILL lets go.
+        static func holdWrites(_ site: E2ESite) async throws -> ChildProcess {
+            let holding = site.site.directory.appendingPathComponent("sqlite3.holding")
+            let holder = try ChildProcess(
+                "/usr/bin/sqlite3", [site.site.database.path, "BEGIN IMMEDIATE;", ".shell touch '\(holding.path)' && exec sleep 60"])
+            try await eventually("sqlite3 to hold the write lock") { FileManager.default.fileExists(atPath: holding.path) }
+            return holder
+        }
+
+        /// SPEC §5, §13: every request read is answered, also when SIGTERM
+        /// comes while it is on its way. A copy whose head is still arriving
+        /// (the IM service's request split across segments; `Connection:
+        /// close` in the part that came, which hands the connection to the
+        /// full pipeline) is not closed under it: the rest comes after the
+        /// gateway stopped accepting, its answer waits for its write (held
+        /// up by another writer of the file), and it is answered.
+        @Test(arguments: ["close", "keep-alive"])
+        func aCopyInFlightWhenTheGatewayStopsIsAnsweredAfterItsWrite(_ connection: String) async throws {
+            try await E2ESite.with(simulate: false) { site in
+                try await site.waitReady()
+                let gateway = try #require(site.gateway)
+                let request = Fast.notification(from: "ann", #"{"command":6}"#, headers: "Connection: \(connection)\r\n")
+                let cut = try #require(request.range(of: "Connection: \(connection)\r\n")).upperBound
+                let socket = try RawSocket(port: site.site.httpPort)
+                socket.send(String(request[..<cut]))
+                gateway.signal(SIGTERM)
+                // The listening socket closed: the connections have been asked to finish.
+                try await eventually("the gateway to stop accepting") { (try? RawSocket(port: site.site.httpPort)) == nil }
+                let holder = try await Self.holdWrites(site)
+                socket.send(String(request[cut...]))
+                try await eventually("the join's write held up") { site.site.logText.contains("Storage write failed") }
+                holder.signal(SIGKILL)
+                holder.wait()
+                let answer = socket.readResponses(1, timeout: .seconds(10)).first
+                #expect(answer.map { Fast.body($0) } == #"{"length":1,"position":1,"result":"queued"}"#, "\(answer ?? "closed unanswered")")
+                #expect(await gateway.wait(timeout: 15) == 0)
+            }
+        }
+
         @Test func sigtermClosesAnIdleKeepAliveConnectionAndExits() async throws {
             let site = try await E2ESite(simulate: false)
             try await site.waitReady()

@@ -36,7 +36,7 @@ import Testing
     }
 
     static func client(_ text: String) -> ClientAddress? {
-        ClientAddress(try? SocketAddress(ipAddress: text, port: 40000))
+        TrustedProxies.none.client(peer: try? SocketAddress(ipAddress: text, port: 40000), headers: [:])
     }
 
     /// What `check` answers: "ok", or the status it throws.

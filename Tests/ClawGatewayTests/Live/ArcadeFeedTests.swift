@@ -16,7 +16,7 @@ import Testing
     }
 
     static func address(_ ip: String) throws -> ClientAddress? {
-        ClientAddress(try SocketAddress(ipAddress: ip, port: 40000))
+        TrustedProxies.none.client(peer: try SocketAddress(ipAddress: ip, port: 40000), headers: [:])
     }
 
     /// Reads up to `count` chunks the client already has, as the writer does.

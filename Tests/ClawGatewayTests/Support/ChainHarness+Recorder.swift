@@ -113,11 +113,17 @@ extension ChainHarness.Site {
     }
 
     /// Adds `credits:` to the site's gateway.yaml (games cost `price`, paid
-    /// from the chain's wallets); the gateway reads it when it is restarted.
+    /// from the chain's wallets), with the read token it needs; the gateway
+    /// reads it when it is restarted.
     func setCredits(price: Int) throws {
         var yaml = try String(contentsOf: site.config, encoding: .utf8)
+        let listen = "  listen: 127.0.0.1:\(site.httpPort)\n"
+        guard let range = yaml.range(of: listen) else { throw BrokerError("no http.listen line in \(site.config.path)") }
+        let token = "chain-site-read-token-\(name)"
+        yaml.replaceSubrange(range, with: listen + "  read_token: \(token)\n")
         yaml += "\ncredits:\n  price: \(price)\n"
         try yaml.write(to: site.config, atomically: true, encoding: .utf8)
+        readToken = token
     }
 
     /// One ended game as the site's SQLite file holds it, with the number it was shipped under.

@@ -27,6 +27,8 @@ final class ChainHarness {
         private(set) var gateway: ChildProcess?
         private(set) var simulator: ChildProcess?
         private(set) var events: TestSubscriber?
+        /// The site's `http.read_token`, once `credits:` needs one (``setCredits(price:)``).
+        var readToken: String?
 
         var base: String { "http://127.0.0.1:\(site.httpPort)" }
         var receiptLog: URL { site.directory.appendingPathComponent("receipts.jsonl") }
@@ -90,7 +92,7 @@ final class ChainHarness {
                 (try? await HTTP.get("\(base)/readyz"))?.status == 200
             }
             try await eventually("\(name)'s \(count) machines to be online", timeout: timeout) {
-                let list = try? await HTTP.get("\(base)/v1/machines")
+                let list = try? await HTTP.get("\(base)/v1/machines", bearer: readToken)
                 return (list?.body.components(separatedBy: #""online":true"#).count ?? 0) == count + 1
             }
         }
@@ -132,7 +134,7 @@ final class ChainHarness {
 
         /// One series of the gateway's `/metrics`, e.g. `claw_chain_link_silences_total`.
         func metric(_ series: String) async -> Double? {
-            guard let text = try? await HTTP.get("\(base)/metrics").body else { return nil }
+            guard let text = try? await HTTP.get("\(base)/metrics", bearer: readToken).body else { return nil }
             return (try? PrometheusText(text))?.samples[series]
         }
 

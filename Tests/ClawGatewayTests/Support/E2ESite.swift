@@ -22,14 +22,17 @@ final class E2ESite {
     private let launcher: [String]
 
     var base: String { "http://127.0.0.1:\(site.httpPort)" }
+    /// `http.read_token`, which the site's own reads send; `credits:` and `evidence:` need one.
+    let readToken: String?
 
     init(
-        game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
+        game: String = "", simulate: Bool = true, adminToken: String? = nil, readToken: String? = nil, logLevel: String = "debug", http: String = "",
         keepalive: Int = 30, gateway: String = "", simulatorArguments: [String] = ["--ack-delay", "0s", "--result-delay", "100ms", "--win-rate", "1"],
         machines: [String] = ["m1", "m2"], extra: String = "", netease: FakeNetEaseAPI? = nil, cameraBase: String = "rtmp://example",
         machineExtra: String = "", launcher: (TestSite) -> [String] = { _ in [] }
     ) async throws {
         broker = try MosquittoBroker.start()
+        self.readToken = readToken
         ownsNetEase = netease == nil
         if let netease {
             self.netease = netease
@@ -43,7 +46,7 @@ final class E2ESite {
                 \(netease.imSection(genericSecret: Self.webhookSecret))
                 \(extra)
 
-                """, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive,
+                """, adminToken: adminToken, logLevel: logLevel, http: (readToken.map { "read_token: \($0)\n" } ?? "") + http, keepalive: keepalive,
             gateway: gateway, cameraBase: cameraBase, machineExtra: machineExtra)
         self.site = site
         self.launcher = launcher(site)
@@ -52,7 +55,7 @@ final class E2ESite {
         if simulate {
             try restartSimulator()
             try await eventually("every simulated machine to be online") {
-                let list = try? await HTTP.get("\(base)/v1/machines")
+                let list = try? await HTTP.get("\(base)/v1/machines", bearer: readToken)
                 return (list?.body.components(separatedBy: #""online":true"#).count ?? 0) == machines.count + 1
             }
         }
@@ -60,12 +63,12 @@ final class E2ESite {
 
     /// Runs `body` on a new site and stops every process afterwards, also when `body` throws.
     static func with(
-        game: String = "", simulate: Bool = true, adminToken: String? = nil, logLevel: String = "debug", http: String = "",
-        keepalive: Int = 30, gateway: String = "", _ body: (E2ESite) async throws -> Void
+        game: String = "", simulate: Bool = true, adminToken: String? = nil, readToken: String? = nil, logLevel: String = "debug",
+        http: String = "", keepalive: Int = 30, gateway: String = "", extra: String = "", _ body: (E2ESite) async throws -> Void
     ) async throws {
         let site = try await E2ESite(
-            game: game, simulate: simulate, adminToken: adminToken, logLevel: logLevel, http: http, keepalive: keepalive,
-            gateway: gateway)
+            game: game, simulate: simulate, adminToken: adminToken, readToken: readToken, logLevel: logLevel, http: http,
+            keepalive: keepalive, gateway: gateway, extra: extra)
         do {
             try await body(site)
         } catch {
@@ -189,7 +192,7 @@ final class E2ESite {
 
     /// The session of the machine's current turn, as the read API shows it.
     func currentSession(of machine: String = "m1") async throws -> String {
-        let player = try await HTTP.get("\(base)/v1/machines/\(machine)").json["player"] as? [String: Any]
+        let player = try await HTTP.get("\(base)/v1/machines/\(machine)", bearer: readToken).json["player"] as? [String: Any]
         return try #require(player?["session"] as? String, "\(machine) has no current turn")
     }
 

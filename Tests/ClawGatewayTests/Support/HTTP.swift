@@ -43,6 +43,11 @@ enum HTTP {
         try await request(.GET, url)
     }
 
+    /// A GET with `Authorization: Bearer <token>` when there is a token.
+    static func get(_ url: String, bearer token: String?) async throws -> Answer {
+        try await request(.GET, url, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
+    }
+
     static func reachable(port: Int) async -> Bool {
         (try? await request(.GET, "http://127.0.0.1:\(port)/", timeout: .seconds(1))) != nil
     }

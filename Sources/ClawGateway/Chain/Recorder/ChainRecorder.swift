@@ -155,7 +155,10 @@ final class ChainRecorder: Sendable {
     }
 
     /// The most asks one transaction settles: one durable commit for all.
-    static let walletGroup = 64
+    /// A few milliseconds an ask: small enough that an ask behind a group
+    /// waits well under a second, large enough that the commits' `fsync`s
+    /// are a small part of the time (docs/BENCHMARKS.md, `claw-bench wallet`).
+    static let walletGroup = 32
     /// The most asks one site may have waiting; beyond, its asks are dropped.
     static let walletLinePerSite = 1000
 

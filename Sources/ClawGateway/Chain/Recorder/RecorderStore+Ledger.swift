@@ -151,13 +151,15 @@ extension RecorderStore {
     static func write(_ entry: LedgerEntry, site: String?, after: Int64, _ connection: PostgresConnection, _ logger: Logger) async throws {
         let (provider, account, kind) = (entry.wallet.provider, entry.wallet.accid, entry.kind.rawValue)
         let (key, reason, digest, credits, at) = (entry.ledgerKey, entry.reason, entry.digest, entry.credits, entry.at)
+        // One statement, one round trip: the entry and the balance it leaves.
         try await connection.query(
             """
-            INSERT INTO ledger (provider, account, kind, credits, key, reason, digest, site, at)
-            VALUES (\(provider), \(account), \(kind), \(credits), \(key), \(reason), \(digest), \(site), \(at))
+            WITH entry AS (
+                INSERT INTO ledger (provider, account, kind, credits, key, reason, digest, site, at)
+                VALUES (\(provider), \(account), \(kind), \(credits), \(key), \(reason), \(digest), \(site), \(at))
+            )
+            UPDATE wallets SET balance = \(after) WHERE provider = \(provider) AND account = \(account)
             """, logger: logger)
-        try await connection.query(
-            "UPDATE wallets SET balance = \(after) WHERE provider = \(provider) AND account = \(account)", logger: logger)
     }
 
     static func isUniqueViolation(_ error: any Error) -> Bool {

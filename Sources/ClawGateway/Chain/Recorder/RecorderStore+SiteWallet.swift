@@ -149,22 +149,29 @@ extension RecorderStore {
             }
         }
         let balance = try await lockWallet(provider: provider, account: account, connection, logger)
-        // The session's debit, if any: whose, from which site, how much.
+        // In one round trip: the session's debit, if any (whose, from which
+        // site, how much), its refund, and whether this site closed it.
         var debit: (provider: String, account: String, site: String?, credits: Int64)?
-        for try await row in try await connection.query(
-            "SELECT provider, account, site, credits FROM ledger WHERE kind = 'debit' AND key = \(session)", logger: logger
-        ).decode((String, String, String?, Int64).self) {
-            debit = row
+        var refunded = false
+        var closed = false
+        for try await (what, rowProvider, rowAccount, rowSite, rowCredits) in try await connection.query(
+            """
+            SELECT kind, provider, account, site, credits FROM ledger WHERE kind IN ('debit', 'refund') AND key = \(session)
+            UNION ALL
+            SELECT 'closed', '', '', site, 0 FROM closed_sessions WHERE site = \(site) AND session = \(session)
+            """, logger: logger
+        ).decode((String, String, String, String?, Int64).self) {
+            switch what {
+            case "debit": debit = (rowProvider, rowAccount, rowSite, rowCredits)
+            case "refund": refunded = true
+            default: closed = true
+            }
         }
         let ours = debit.map { $0.provider == provider && $0.account == account && $0.site == site } ?? false
         switch kind {
         case .debit:
             if debit != nil { return ours ? answer(.debited, balance) : answer(.refused, nil) }
-            for try await _ in try await connection.query(
-                "SELECT 1 FROM closed_sessions WHERE site = \(site) AND session = \(session)", logger: logger
-            ).decode(Int.self) {
-                return answer(.refused, nil)
-            }
+            if closed { return answer(.refused, nil) }
             guard balance >= credits else { return answer(.insufficient, balance) }
             try await write(entry(.debit, -credits), site: site, after: balance - credits, connection, logger)
             return answer(.debited, balance - credits)
@@ -174,11 +181,7 @@ extension RecorderStore {
                     "INSERT INTO closed_sessions (site, session) VALUES (\(site), \(session)) ON CONFLICT DO NOTHING", logger: logger)
                 return answer(.nothingToRefund, nil)
             }
-            for try await _ in try await connection.query(
-                "SELECT 1 FROM ledger WHERE kind = 'refund' AND key = \(session)", logger: logger
-            ).decode(Int.self) {
-                return answer(.refunded, balance)
-            }
+            if refunded { return answer(.refunded, balance) }
             try await write(entry(.refund, -debit.credits), site: site, after: balance - debit.credits, connection, logger)
             return answer(.refunded, balance - debit.credits)
         }

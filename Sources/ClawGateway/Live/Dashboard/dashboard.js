@@ -257,6 +257,8 @@
       const nick = el("strong", "nick", s.player.nick || s.player.accid);
       nick.title = s.player.accid;
       machine.player.append(nick);
+      // A continue (SPEC §3): the player who just played, offered the machine first.
+      if (s.player.continue) machine.player.append(" ", el("span", "badge continue", "continue"));
       const who = s.player.provider + "/" + s.player.accid;
       if (machine.balanceOf !== who) {
         machine.balanceOf = who;
