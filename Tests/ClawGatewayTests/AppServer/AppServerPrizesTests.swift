@@ -33,7 +33,7 @@ extension HeavySuites {
         }
 
         @Test func aTouristChoosesForTheirOwnPrizesBySecret() async throws {
-            try await AppServerSite.with(extra: Self.extra, m1: Self.m1) { site in
+            try await AppServerSite.with(extra: Self.extra, m1: Self.m1, http: "read_token: app-server-read-token-0123") { site in
                 let alice = try await site.newTourist()
                 let bob = try await site.newTourist()
                 let first = try await Self.win(site, alice.accid)

@@ -307,7 +307,7 @@ struct ConfigLoaderTests {
         let sized = try parse(Self.minimal + "\nevidence: { dir: /e, buffer: 5m, pad: 500ms, keep: 7d, max_disk: 200MiB }" + Self.readToken)
         #expect(sized.evidence == EvidenceSettings(dir: "/e", buffer: .seconds(300), pad: .milliseconds(500), keep: .seconds(7 * 86400), maxDisk: 200 << 20))
         #expect(config.evidence?.minFree == 2 << 30 && config.evidence?.cutTimeout == .seconds(60))
-        let guarded = try parse(Self.minimal + "\nevidence: { dir: /e, min_free: 512MiB, cut_timeout: 90s }")
+        let guarded = try parse(Self.minimal + "\nevidence: { dir: /e, min_free: 512MiB, cut_timeout: 90s }" + Self.readToken)
         #expect(guarded.evidence?.minFree == 512 << 20 && guarded.evidence?.cutTimeout == .seconds(90))
         #expect(EvidenceSettings.format(2 << 30) == "2GiB" && EvidenceSettings.format(1536 << 20) == "1536MiB")
         #expect(EvidenceSettings.format(3 << 10) == "3KiB" && EvidenceSettings.format(1000) == "1000 bytes")
@@ -339,6 +339,7 @@ struct ConfigLoaderTests {
             gateway: { id: a }
             mqtt: { url: "mqtt://h" }
             credits: { price: 1, topup_secret: "0123456789abcdef0123" }
+            http: { read_token: 0123456789abcdef }
             prizes: { low_at: 5, forget_address: 30d }
             machines:
               - id: m1

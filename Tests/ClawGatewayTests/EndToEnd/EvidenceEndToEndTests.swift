@@ -62,7 +62,7 @@ extension HeavySuites {
                         return stat.isEmpty || stat.contains(") Z ")
                     }
                 }
-                let text = (try? await HTTP.get("\(site.base)/metrics").body) ?? ""
+                let text = (try? await HTTP.get("\(site.base)/metrics", bearer: Self.readToken).body) ?? ""
                 #expect(text.contains(#"claw_evidence_clips_total{result="failed"} 2"#) && text.contains("claw_evidence_pending 0"), "\(text)")
                 #expect(site.site.logText.contains("did not finish within evidence.cut_timeout"))
             }
@@ -275,7 +275,7 @@ extension HeavySuites {
                 throw BrokerError("unshare (util-linux) is missing, and the min_free test needs it for a tmpfs of its own")
             }
             try await Self.withCameras(
-                simulate: false,
+                simulate: false, evidence: "min_free: 2MiB",
                 launcher: { site in
                     let folder = site.directory.appendingPathComponent("evidence").path
                     return ["/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",

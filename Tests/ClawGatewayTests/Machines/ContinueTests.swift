@@ -136,6 +136,19 @@ import Testing
         poor.send("alice", #"{"command":2,"serial":1}"#)
         let spent = poor.result(false)
         #expect(spent.offer(to: "alice") == nil && spent.offer(to: "bob") != nil, "alice's 2 credits paid her game: none left")
+
+        // A win that takes the last prize (SPEC §15): out of stock, no continue, and the queue waits.
+        var stocked = PureGame.machine
+        stocked.prize = MachinePrize(id: "duck", name: "Duck", cost: 1, exchange: 0, lowAt: 0)
+        var last = PureGame(settings: Self.settings(), machine: stocked)
+        _ = last.state.restock(.set(1), reason: "one left", last.context)
+        try last.play("alice")
+        last.join("bob")
+        last.ackCoin()
+        last.send("alice", #"{"command":2,"serial":1}"#)
+        let emptied = last.result(true)
+        #expect(emptied.offer(to: "alice") == nil && emptied.offer(to: "bob") == nil, "out of stock: no turn at all")
+        #expect(last.snapshot.state == .outOfStock && last.snapshot.waiting.map(\.accid) == ["bob"])
     }
 
     @Test func offByDefaultAndAReloadTurningItOffAppliesFromTheNextTurn() throws {
