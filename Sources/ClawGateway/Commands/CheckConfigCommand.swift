@@ -87,7 +87,9 @@ struct ConfigSummary {
         lines.append("gateway \(config.gateway.id), log level \(config.gateway.logLevel.rawValue)")
         let auth = config.mqtt.username.map { " as \($0)" } ?? ""
         lines.append("broker \(config.mqtt.url)\(auth), client id \(config.mqtt.clientID), topics \(config.mqtt.topicPrefix)/…")
-        lines.append("http \(config.http.host):\(config.http.port), admin routes \(config.http.adminToken == nil ? "off" : "on")")
+        lines.append(
+            "http \(config.http.host):\(config.http.port), admin routes \(config.http.adminToken == nil ? "off" : "on"), "
+                + "reads \(config.http.readToken == nil ? "open" : "need the read token")")
         var providers: [String] = []
         if let netease = config.im.netease {
             providers.append("netease (app key \(netease.appKey), callback \(netease.callbackPath), replies via \(netease.apiBase))")
@@ -100,8 +102,22 @@ struct ConfigSummary {
         lines.append(
             "game: accept \(ConfigDuration.format(game.acceptTimeout)), play \(ConfigDuration.format(game.playTimeout)), "
                 + "result \(ConfigDuration.format(game.resultTimeout)), ack \(ConfigDuration.format(game.ackTimeout)), "
-                + "max queue \(game.maxQueue)")
+                + "max queue \(game.maxQueue)"
+                + (game.continueTimeout > .zero
+                    ? ", continue \(ConfigDuration.format(game.continueTimeout)) (at most \(game.maxContinues) in a row)" : ", continue off"))
         lines.append("storage \(config.storage.path)")
+        if let chain = config.chain { lines.append("chain: site \(chain.site), \(chain.bus.count) bus node(s)") }
+        if let credits = config.credits {
+            let wallets = config.chain == nil ? "kept here, top-ups signed with credits.topup_secret" : "the chain's, kept by its recorder"
+            lines.append(
+                "credits: \(credits.price) a game unless a machine says otherwise, wallets \(wallets), at most \(credits.maxTopup) a top-up"
+                    + (credits.welcome > 0 ? ", \(credits.welcome) for a new tourist" : ""))
+        }
+        if let evidence = config.evidence {
+            lines.append(
+                "evidence: a clip of each camera per game into \(evidence.dir), kept \(ConfigDuration.format(evidence.keep)), "
+                    + "at most \(EvidenceSettings.format(evidence.maxDisk)), keeping \(EvidenceSettings.format(evidence.minFree)) free")
+        }
         if let prizes = config.prizes {
             lines.append(
                 "prizes: low stock at \(prizes.lowAt), a delivered parcel's address forgotten after \(ConfigDuration.format(prizes.forgetAddress))")
@@ -115,6 +131,7 @@ struct ConfigSummary {
                 "  \(machine.id) \"\(machine.name)\" im \(machine.imAccount), cameras [\(cameras)], board: game time \(board.gameTime)s, "
                     + "claw \(board.claw.grab)/\(board.claw.top)/\(board.claw.move)/\(board.claw.max), lift \(board.liftHeight), "
                     + "full-power grab \(guarantee == 0 ? "off" : "after \(guarantee) lost")"
+                    + (config.credits == nil ? "" : ", price \(machine.price ?? config.credits?.price ?? 0)")
                     + (machine.prize.map { ", prize \($0.id) \"\($0.name)\"\($0.exchange > 0 ? " (or \($0.exchange) credits)" : "")" } ?? ""))
         }
         return lines.joined(separator: "\n")

@@ -107,7 +107,7 @@ struct NotifyCommand: AsyncParsableCommand {
         case "accept", "decline":
             var session = argument
             if session == nil {
-                session = try await currentSession(base: base, token: readToken ?? http.readToken ?? http.adminToken, client: client)
+                session = try await offeredSession(base: base, token: readToken ?? http.readToken ?? http.adminToken, client: client)
             }
             return WireMessage(verb == "accept" ? .acceptTurn : .declineTurn, data: session).encodedString()
         case "move":
@@ -120,6 +120,21 @@ struct NotifyCommand: AsyncParsableCommand {
             return WireMessage(.camera, data: argument, serial: serial).encodedString()
         default:
             throw NotifyProblem("Unknown notification \"\(verb)\"; use join, leave, accept, decline, move, grab, camera or raw JSON.")
+        }
+    }
+
+    /// The session offered to this player, waiting up to 5 s for it to show:
+    /// at a router the join's answer (the site's) can come back before the
+    /// machine's snapshot has crossed the cluster to the router, and an
+    /// accept sent right after the join would otherwise find no turn.
+    private func offeredSession(base: String, token: String?, client: HTTPClient) async throws -> String {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while true {
+            do {
+                return try await currentSession(base: base, token: token, client: client)
+            } catch let problem as NotifyProblem where problem.noTurnYet && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
         }
     }
 
@@ -141,7 +156,7 @@ struct NotifyCommand: AsyncParsableCommand {
             throw NotifyProblem("The gateway refused to show \(to)'s turn (401): give the session id, or set http.read_token in the config (or --read-token).")
         }
         guard let player, player["accid"] as? String == from, let session = player["session"] as? String else {
-            throw NotifyProblem("\(from) holds no turn on \(to) right now; join first, or give the session id.")
+            throw NotifyProblem("\(from) holds no turn on \(to) right now; join first, or give the session id.", noTurnYet: true)
         }
         return session
     }
@@ -175,7 +190,12 @@ struct NotifyCommand: AsyncParsableCommand {
 /// What `notify` could not make sense of; printed without the usage text.
 struct NotifyProblem: Error {
     var message: String
-    init(_ message: String) { self.message = message }
+    /// The player holds no turn yet: worth reading again for a moment.
+    var noTurnYet = false
+    init(_ message: String, noTurnYet: Bool = false) {
+        self.message = message
+        self.noTurnYet = noTurnYet
+    }
 }
 
 /// A NetEase message copy as NetEase sends it: for `notify`, the tests and the benchmark.

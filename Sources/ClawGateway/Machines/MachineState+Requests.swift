@@ -196,7 +196,7 @@ extension MachineState {
     private mutating func decline(_ player: PlayerAddress, session: String, _ fx: inout Effects) throws(WireError) -> RequestOutcome {
         try checkTurn(of: player, session: session)
         guard case .offered = phase else {
-            throw WireError(.notYourTurn, "Your game has started and can no longer be declined; leave (7) to end it.")
+            throw WireError(.notYourTurn, "Your game has started and can no longer be declined; leave the machine to end it.")
         }
         try requireStorage(fx)
         emit(.declined, &fx) {
@@ -212,9 +212,9 @@ extension MachineState {
         guard online else { throw offlineError }
         guard let turn = phase.turn, turn.player.address == player else {
             if waiting.contains(where: { $0.address == player }) {
-                throw WireError(.notYourTurn, "It is not your turn yet; wait for a turn offer (11).")
+                throw WireError(.notYourTurn, "It is not your turn yet; wait until you are offered the machine.")
             }
-            throw WireError(.notInQueue, "You are not in the queue of \(machine.name); join it (6) first.")
+            throw WireError(.notInQueue, "You are not in the queue of \(machine.name); join it first.")
         }
         guard turn.session == session else {
             throw WireError(.sessionMismatch, "Session \"\(session)\" is not the turn you were offered; use the id from command 11.")
@@ -274,7 +274,7 @@ extension MachineState {
     private func checkControl(_ command: PlayerCommand, serial: Int64, from player: PlayerAddress) throws(WireError) {
         guard online else { throw offlineError }
         guard let turn = phase.turn, turn.player.address == player else {
-            throw WireError(.notYourTurn, "Someone else is playing \(machine.name); join the queue (6) to get a turn.")
+            throw WireError(.notYourTurn, "Someone else is playing \(machine.name); join the queue to get a turn.")
         }
         switch (phase, command) {
         case (.offered, _):

@@ -343,8 +343,10 @@ struct MachineState: Sendable {
         if let from = fx.positionsFrom {
             fx.snapshotChanged = true
             let length = waiting.count
+            let why = heldBack
             for index in from..<length {
-                reply(waiting[index].address, WireMessage(.queuePosition, data: String(index + 1), length: length), .high, &fx)
+                reply(
+                    waiting[index].address, WireMessage(.queuePosition, data: String(index + 1), length: length, message: why), .high, &fx)
             }
         }
         if fx.snapshotChanged {
@@ -356,6 +358,22 @@ struct MachineState: Sendable {
             gone = true
             fx.list.append(.gone)
         }
+    }
+
+    /// Why a free machine offers nobody a turn, told with each position
+    /// (8 `message`) so that a player who joins a machine in maintenance,
+    /// out of prizes, paused or offline knows why the queue does not move;
+    /// nil while turns are offered.
+    var heldBack: String? {
+        guard case .idle = phase, !offersTurns else { return nil }
+        let name = machine.name
+        if !online { return "\(name) is offline right now; you keep your place and are offered a turn when it is back." }
+        if maintenance != nil || reset != nil {
+            return "\(name) is out of play for maintenance; you keep your place and are offered a turn when it is back."
+        }
+        if outOfStock { return "\(name) is out of prizes until the arcade refills it; you keep your place." }
+        if paused { return "\(name) is paused by the arcade; you keep your place." }
+        return "\(name) offers no turn right now; you keep your place."
     }
 
     /// Whether the machine offers a turn at all when it is free: online,

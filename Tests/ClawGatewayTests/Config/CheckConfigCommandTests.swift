@@ -15,6 +15,36 @@ struct CheckConfigCommandTests {
         #expect(result.output.contains("broker mqtt://127.0.0.1:1883"))
     }
 
+    /// A newcomer's trip: check-config said nothing of credits or evidence when they were on.
+    @Test("the summary says what credits, evidence, prizes and continue will do")
+    func summaryOfTheBusiness() throws {
+        let folder = try TemporaryDirectory.make(prefix: "check")
+        let file = folder.appendingPathComponent("gateway.yaml")
+        try (ConfigLoaderTests.minimal + """
+
+            http: { read_token: 0123456789abcdef }
+            credits: { price: 2, topup_secret: 0123456789abcdef, max_topup: 500 }
+            evidence: { dir: clips, keep: 7d }
+            prizes: { low_at: 4 }
+            game: { continue: 15s, max_continues: 2 }
+            """).write(to: file, atomically: true, encoding: .utf8)
+        let result = try GatewayBinary.run(["check-config", "--config", file.path])
+        #expect(result.status == 0, "\(result.error)")
+        for line in [
+            "reads need the read token", "continue 15s (at most 2 in a row)",
+            "credits: 2 a game unless a machine says otherwise, wallets kept here", "at most 500 a top-up",
+            "evidence: a clip of each camera per game into", "kept 168h", "prizes: low stock at 4", ", price 2",
+        ] {
+            #expect(result.output.contains(line), "\(line) in \(result.output)")
+        }
+        let plain = try GatewayBinary.run(["check-config", "--config", { () throws -> String in
+            let bare = folder.appendingPathComponent("bare.yaml")
+            try ConfigLoaderTests.minimal.write(to: bare, atomically: true, encoding: .utf8)
+            return bare.path
+        }()])
+        #expect(plain.output.contains("reads open") && plain.output.contains("continue off") && !plain.output.contains("credits:"))
+    }
+
     @Test("an invalid file prints every problem and exits 78")
     func invalid() throws {
         let folder = try TemporaryDirectory.make(prefix: "check")

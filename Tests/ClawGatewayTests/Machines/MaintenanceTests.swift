@@ -160,6 +160,20 @@ import Testing
         #expect(game.state.maintain(on: false, reason: nil, game.context).outcome == false)
     }
 
+    /// A newcomer's trip: a player who joined a machine in maintenance was
+    /// not told why no turn came. Each position says so while it lasts.
+    @Test func aPlayerJoiningAMachineOutOfPlayIsToldWhyNoTurnComes() throws {
+        var game = PureGame()
+        _ = game.state.maintain(on: true, reason: "glass cleaning", game.context)
+        let joined = game.join("bob")
+        let position = try #require(joined.replies(to: "bob").last { $0.code == .queuePosition })
+        #expect(position.data == "1" && position.message?.contains("maintenance") == true && position.message?.contains("keep your place") == true)
+        let back = game.state.maintain(on: false, reason: nil, game.context)
+        #expect(back.offer(to: "bob") != nil)
+        let carol = game.join("carol").replies(to: "carol").last { $0.code == .queuePosition }
+        #expect(carol?.data == "1" && carol?.message == nil, "turns are offered again: a position says nothing more")
+    }
+
     /// An operator who fixed the machine by hand puts it back without a reset: the fault goes too.
     @Test func puttingAFaultedMachineBackByHandClearsTheFault() throws {
         var game = PureGame()
