@@ -9,6 +9,11 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
     let arcade: Arcade
 
     func add(to router: some RouterMethods<Context>) {
+        // Whether a token is the admin token, before it is used: the
+        // dashboard asks once a token is typed, so a wrong one is said at once.
+        router.get("/v1/admin") { _, _ in
+            JSONResponse.make(.ok, AdminCheck(admin: true))
+        }
         router.post("/v1/machines/:id/pause") { request, context in
             let machine = try authorized(request, context)
             return try await answer(machine, "pause", machine.pause())
@@ -126,4 +131,9 @@ struct AdminAnswer: Codable, Equatable {
     var changed: Bool
     /// A reset's gateway serial: the PC's ack carries it.
     var serial: Int64? = nil
+}
+
+/// `GET /v1/admin`'s answer: the token was the admin token.
+struct AdminCheck: Codable, Sendable {
+    var admin: Bool
 }

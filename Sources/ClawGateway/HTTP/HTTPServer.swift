@@ -77,7 +77,7 @@ enum HTTPServer {
             DashboardRoutes<GatewayRequestContext>(
                 feed: feed, arcade: parts.arcade, gatewayID: parts.config.gateway.id,
                 statsInterval: parts.config.gateway.statsInterval, admin: parts.config.http.adminToken != nil,
-                parcels: parts.prizes != nil && admin != nil, uptime: parts.uptime, now: parts.now
+                parcels: parts.prizes != nil && admin != nil, credits: parts.wallets != nil, uptime: parts.uptime, now: parts.now
             ).add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)), reads: reads)
         }
         if let metrics = parts.metrics {

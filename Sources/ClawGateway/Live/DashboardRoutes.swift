@@ -20,6 +20,9 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
     let admin: Bool
     /// Whether the parcels page is served (prizes kept at this site, SPEC §15).
     var parcels = false
+    /// Whether this gateway keeps the players' wallets (`credits:` at a
+    /// site of its own): the page reads balances only then.
+    var credits = false
     let uptime: @Sendable () -> Duration
     let now: @Sendable () -> Date
 
@@ -102,7 +105,7 @@ struct DashboardRoutes<Context: ConnectionRequestContext>: Sendable {
     private func hello() -> [UInt8] {
         let hello = StreamHello(
             gateway: gatewayID, version: ClawGatewayCommand.version, now: Timestamp.string(now()), uptimeSeconds: Int(uptime().seconds),
-            admin: admin, parcels: parcels, statsIntervalSeconds: statsInterval.seconds,
+            admin: admin, parcels: parcels, credits: credits, statsIntervalSeconds: statsInterval.seconds,
             machines: arcade.machines.map { machine in
                 let config = machine.config
                 return StreamHello.Machine(
@@ -179,12 +182,15 @@ struct StreamHello: Codable, Equatable {
     var admin: Bool
     /// Whether the parcels page (`/parcels`) is served here (SPEC §15).
     var parcels: Bool = false
+    /// Whether the players' wallets are served here (SPEC §11): the page
+    /// asks for balances only then, never 404 after 404.
+    var credits: Bool = false
     /// 0 when statistics are off.
     var statsIntervalSeconds: Double
     var machines: [Machine]
 
     enum CodingKeys: String, CodingKey {
-        case gateway, version, now, admin, machines, parcels
+        case gateway, version, now, admin, machines, parcels, credits
         case uptimeSeconds = "uptime_s"
         case statsIntervalSeconds = "stats_interval_s"
     }

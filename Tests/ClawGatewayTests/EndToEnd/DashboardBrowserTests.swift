@@ -144,8 +144,12 @@ extension HeavySuites {
                         "3 Remove, and Pause, Resume, Skip turn, Reset, Maintenance, Back in play on both machines, all off")
                     let input = try await page.find("#admin-token")
 
-                    // A wrong token: refused, and nothing changes.
+                    // A wrong token: said at once when entered (Enter), before any button; refused, and nothing changes.
                     try await page.sendKeys("not-the-token", to: input)
+                    try await page.sendKeys("\u{E007}", to: input)
+                    try await page.waitFor("the wrong token said at once") {
+                        try await page.texts("#admin-status.error") == ["The admin token was refused (401): check http.admin_token."]
+                    }
                     try await Self.press(page, #"button[data-action="pause"][data-machine="m1"]"#)
                     try await page.waitFor("the refusal") {
                         let status = try await page.execute("const s = document.getElementById('admin-status'); return [s.className, s.textContent]")
@@ -159,8 +163,23 @@ extension HeavySuites {
                     // The right one.
                     try await page.clear(input)
                     try await page.sendKeys(Self.adminToken, to: input)
+                    try await page.sendKeys("\u{E007}", to: input)
+                    try await page.waitFor("the right token said so") {
+                        try await page.texts("#admin-status.ok") == ["The admin token is right: the controls are on."]
+                    }
                     try await page.waitFor("the token kept in sessionStorage") {
                         try await page.execute("return sessionStorage.getItem('claw-admin-token')") == .string(Self.adminToken)
+                    }
+                    // With the token, what the machine's state makes pointless stays off, saying why:
+                    // m1 is played, not paused, in play.
+                    try await page.waitFor("Resume, Reset and Back in play off for m1's state, the others on") {
+                        let states = try await page.execute(
+                            "return Array.from(document.querySelectorAll('button[data-machine=\"m1\"][data-action]:not([data-action=\"remove\"])'), (b) => b.dataset.action + ':' + (b.disabled ? b.title : 'on'))")
+                        return states == .array([
+                            "pause:on", "resume:Not paused.", "skip:on",
+                            "reset:A player holds the machine: skip their turn or wait for the game's end.", "maintenance-on:on",
+                            "maintenance-off:The machine is in play.",
+                        ].map { WebDriver.JSON.string($0) })
                     }
                     try await Self.press(page, #"button[data-action="pause"][data-machine="m1"]"#)
                     try await eventually("the snapshot to say paused") { Self.latest(queue)?["paused"] as? Bool == true }
@@ -238,6 +257,11 @@ extension HeavySuites {
                 try await WebDriver.with { page in
                     try await Self.open(page, site)
                     try await page.waitFor("Bob in m1's queue") { try await Self.queue(page, "m1") == ["Bob"] }
+                    // Ann plays, and this gateway keeps no wallets: the page asks for none (no 404 per player).
+                    try await page.waitFor("Ann as m1's player") { try await Self.texts(page, "m1", ".player .nick") == ["Ann"] }
+                    #expect(
+                        try await page.execute("return performance.getEntriesByType('resource').filter((e) => e.name.includes('/wallet')).length")
+                            == .number(0))
                     try await page.waitFor("the read-only notice") {
                         try await page.texts("#admin-status").first?.hasPrefix("Read-only") == true
                     }

@@ -213,6 +213,9 @@ extension HeavySuites {
                     else { return false }
                     return ready >= 2 && width == 160 && abs(length - expected) < 2 && values[3] == .string("1")
                 }
+                // Labelled: which camera of which game.
+                let label = try await page.execute("const p = document.querySelector('.clip-label'); return p ? p.textContent : null")
+                #expect(label.string?.hasPrefix("Camera 1 of game ") == true, "\(label)")
             }
 
             // Camera 2's stream cut mid-game: the game plays on to its result and

@@ -13,6 +13,8 @@ extension HeavySuites {
     /// nothing changed, and what the file holds after a kill -9.
     @Suite(.serialized) struct PrizesEndToEndTests {
         static let token = "prizes-admin-token-0123"
+        /// Credits need a read token (SPEC §11): every read below sends it.
+        static let readToken = "prizes-read-token-0123"
         static let admin = [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")]
         static let address = #"{"name":"Alice Li","phone":"+86 138 0000 0000","address":"1 Claw Street, Shanghai"}"#
 
@@ -48,14 +50,14 @@ extension HeavySuites {
         }
 
         static func prizes(_ site: E2ESite, _ player: String) async throws -> [[String: Any]] {
-            let answer = try await HTTP.get("\(site.base)/v1/players/netease/\(player)/prizes")
+            let answer = try await HTTP.get("\(site.base)/v1/players/netease/\(player)/prizes", bearer: Self.readToken)
             #expect(answer.status == 200, "\(answer.body)")
             return answer.json["prizes"] as? [[String: Any]] ?? []
         }
 
         @Test func winsArePrizesOwedFromTheStockToThePlayersDoor() async throws {
             let site = try await E2ESite(
-                adminToken: Self.token,
+                adminToken: Self.token, readToken: Self.readToken,
                 extra: """
                     credits: { price: 1, topup_secret: \(CreditsEndToEndTests.secret), max_topup: 100 }
                     prizes: { low_at: 1, forget_address: 30d }
@@ -91,7 +93,7 @@ extension HeavySuites {
             let notSet = try await Self.post(site, stock, #"{"add":3,"reason":"x"}"#)
             #expect(notSet.status == 409 && notSet.json["code"] as? String == "stock_not_set", "\(notSet.body)")
             #expect(try await Self.post(site, "/v1/machines/m9/stock", #"{"set":2,"reason":"x"}"#).status == 404)
-            let uncounted = try await HTTP.get("\(site.base)\(stock)")
+            let uncounted = try await HTTP.get("\(site.base)\(stock)", bearer: Self.readToken)
             #expect(uncounted.json["machine"] as? String == "m1" && uncounted.json["stock"] is NSNull && uncounted.json["low_at"] as? Int == 1)
             let kind = uncounted.json["prize"] as? [String: Any]
             #expect(kind?["id"] as? String == "plush" && kind?["name"] as? String == "Plush 20 cm" && kind?["exchange"] as? Int == 5, "\(uncounted.body)")
@@ -105,15 +107,15 @@ extension HeavySuites {
             let bobs = try await Self.win(site, "bob")
             try await events.waitFor("claw/m1/events") { $0.contains(#""type":"out_of_stock""#) }
             try await eventually("m1 out of stock") {
-                try await HTTP.get("\(site.base)/v1/machines/m1").json["state"] as? String == "out_of_stock"
+                try await HTTP.get("\(site.base)/v1/machines/m1", bearer: Self.readToken).json["state"] as? String == "out_of_stock"
             }
-            let metrics = try PrometheusText(try await HTTP.get("\(site.base)/metrics").body)
+            let metrics = try PrometheusText(try await HTTP.get("\(site.base)/metrics", bearer: Self.readToken).body)
             #expect(metrics.samples[#"claw_machine_stock{machine="m1"}"#] == 0)
             #expect(metrics.samples[#"claw_machine_stock{machine="m2"}"#] == nil, "m2's stock is not counted")
             // Carol waits: no turn while out of stock; a restock offers it.
             try await site.copy(from: "carol", #"{"command":6}"#)
             try await eventually("carol queued") {
-                (try await HTTP.get("\(site.base)/v1/machines/m1").json["waiting"] as? [[String: Any]])?.count == 1
+                (try await HTTP.get("\(site.base)/v1/machines/m1", bearer: Self.readToken).json["waiting"] as? [[String: Any]])?.count == 1
             }
             #expect(!site.told("carol").contains { $0.code == .turnOffer })
             #expect(try await Self.post(site, stock, #"{"add":-1,"reason":"x"}"#).json["code"] as? String == "stock_out_of_range")
@@ -195,7 +197,7 @@ extension HeavySuites {
             let parcels = toShip.json["parcels"] as? [[String: Any]] ?? []
             #expect(parcels.count == 1 && parcels.first?["id"] as? String == parcelID && parcels.first?["prizes"] as? [String] == [bobs])
             #expect((parcels.first?["address"] as? [String: Any])?["phone"] as? String == "+86 138 0000 0000", "\(toShip.body)")
-            let bobsList = try await HTTP.get("\(site.base)/v1/players/netease/bob/prizes")
+            let bobsList = try await HTTP.get("\(site.base)/v1/players/netease/bob/prizes", bearer: Self.readToken)
             #expect(!bobsList.body.contains("Claw Street") && !bobsList.body.contains("138 0000"), "a player's list shows no address")
 
             let shipped = "/v1/parcels/\(parcelID)/shipped"
@@ -239,7 +241,7 @@ extension HeavySuites {
             try store.close()
             try site.startGateway()
             try await site.waitReady()
-            #expect(try await HTTP.get("\(site.base)\(stock)").json["stock"] as? Int == 2)
+            #expect(try await HTTP.get("\(site.base)\(stock)", bearer: Self.readToken).json["stock"] as? Int == 2)
         }
     }
 }

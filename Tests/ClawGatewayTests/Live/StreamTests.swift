@@ -60,7 +60,7 @@ extension HeavySuites {
                 let first = stream.messages
                 #expect(first.first?.event == "hello")
                 let hello = try JSONDecoder().decode(StreamHello.self, from: Data(try #require(first.first?.data).utf8))
-                #expect(hello.machines.map(\.id) == ["m1", "m2"] && hello.gateway == "test" && !hello.admin)
+                #expect(hello.machines.map(\.id) == ["m1", "m2"] && hello.gateway == "test" && !hello.admin && !hello.credits)
                 #expect(first.contains { $0.event == "gateway" && $0.data.contains(#""broker_connected":true"#) })
 
                 try await site.generic(from: "ann", #"{"command":6,"data":"Ann"}"#)

@@ -18,8 +18,8 @@
     // Gateway clock minus browser clock, in ms: deadlines are the gateway's.
     offset: 0,
     machines: new Map(),
-    // Whether games cost credits here: null until a wallet was asked for.
-    credits: null,
+    // Whether the wallets are kept here (the hello's credits): balances are read only then.
+    credits: false,
     // The stream's AbortController, and when to reconnect (the stream's "retry:").
     stream: null,
     retryDelay: 2000,
@@ -132,6 +132,7 @@
 
   function onHello(hello) {
     page.hello = hello;
+    page.credits = Boolean(hello.credits);
     page.helloAt = Date.now();
     const now = Date.parse(hello.now);
     page.offset = Number.isNaN(now) ? 0 : now - Date.now();
@@ -251,6 +252,7 @@
     }
     if (s.reason) machine.fault.append((s.fault ? " · " : "") + "Taken out: " + s.reason + (s.state === "maintenance" ? "" : " (after the game in progress)"));
     renderStock(machine);
+    for (const button of machine.controls.querySelectorAll("button[data-action]")) lock(button);
     machine.player.replaceChildren();
     if (s.player) {
       machine.player.append(el("span", "label", "Player "));
@@ -374,19 +376,15 @@
   // An offer that was declined or ran out is not a game: no coin went in.
   // Credits (SPEC §11): the current player's balance beside their name,
   // read from their wallet when they take the machine, then from each
-  // credits event. A gateway without credits answers 404 once; then never asked again.
+  // credits event. A gateway that keeps no wallets says so in its hello: nothing is asked.
   function loadBalance(machine, player) {
-    if (page.credits === false) return;
+    if (!page.credits) return;
     const who = machine.balanceOf;
     readToken
       .fetch("/v1/players/" + encodeURIComponent(player.provider) + "/" + encodeURIComponent(player.accid) + "/wallet?limit=1", {})
-      .then((response) => {
-        if (response.status === 404 && page.credits !== true) page.credits = false;
-        return response.ok ? response.json() : null;
-      })
+      .then((response) => (response.ok ? response.json() : null))
       .then((wallet) => {
         if (!wallet || machine.balanceOf !== who || machine.balance !== null) return;
-        page.credits = true;
         machine.balance = wallet.balance;
         renderBalance(machine);
       })
@@ -405,13 +403,18 @@
   function playClip(machine, game, clip, item) {
     const url = "/v1/machines/" + encodeURIComponent(machine.id) + "/games/" + encodeURIComponent(game.id) + "/evidence/" + encodeURIComponent(clip.camera);
     let video = item.querySelector("video");
+    let label = item.querySelector(".clip-label");
     if (!video) {
+      label = el("p", "clip-label");
       video = el("video", "clip-player");
       video.controls = true;
       video.muted = true;
       video.playsInline = true;
-      item.append(video);
+      item.append(label, video);
     }
+    // Which clip this is: the camera, the game, its length.
+    label.textContent = "Camera " + clip.camera + " of game " + game.id + (Number.isFinite(clip.duration_s) ? " · " + clip.duration_s.toFixed(1) + " s" : "");
+    video.title = label.textContent;
     video.dataset.camera = clip.camera;
     if (!sessionStorage.getItem("claw-read-token")) {
       video.src = url;
@@ -481,13 +484,36 @@
     return sessionStorage.getItem(TOKEN_KEY) || "";
   }
 
+  // Why an action does nothing in the machine's state now ("" when it
+  // applies): the gateway would refuse it or change nothing.
+  function inapplicable(button) {
+    const machine = page.machines.get(button.dataset.machine);
+    const s = machine && machine.snapshot;
+    if (!s) return "";
+    const out = Boolean(s.fault || s.reason);
+    switch (button.dataset.action) {
+      case "pause": return s.paused ? "Already paused." : "";
+      case "resume": return s.paused ? "" : "Not paused.";
+      case "skip": return s.player ? "" : "Nobody holds the machine.";
+      case "reset":
+        if (!s.online) return "The machine is offline: its PC cannot home the gantry.";
+        return s.player ? "A player holds the machine: skip their turn or wait for the game's end." : "";
+      case "maintenance-on": return s.reason ? "Already taken out of play." : "";
+      case "maintenance-off": return out ? "" : "The machine is in play.";
+      default: return "";
+    }
+  }
+
   // An admin button is off, and says why on hover, until an admin token is
-  // typed; off too while its own request is on its way.
+  // typed; off too while its own request is on its way, and while the
+  // machine's state makes its action pointless.
   function lock(button) {
     const missing = !adminToken();
-    button.disabled = missing || button.classList.contains("busy");
+    const why = missing ? "" : inapplicable(button);
+    button.disabled = missing || Boolean(why) || button.classList.contains("busy");
     button.classList.toggle("needs-token", missing);
     if (missing) button.title = "Needs the admin token (http.admin_token): type it in the Admin token field above.";
+    else if (why) button.title = why;
     else button.removeAttribute("title");
   }
 
@@ -587,6 +613,19 @@
       .finally(() => lock(button));
   }
 
+  function checkAdminToken(token) {
+    if (!token || !adminOn()) return;
+    fetch("/v1/admin", { headers: { Authorization: "Bearer " + token } })
+      .then((response) => {
+        if (adminToken() !== token) return;
+        if (response.ok) adminStatus("The admin token is right: the controls are on.", "ok");
+        else if (response.status === 401) adminStatus("The admin token was refused (401): check http.admin_token.", "error");
+        else if (response.status === 429) adminStatus("Too many wrong tokens from this address (429): wait a minute, then type it again.", "error");
+        else adminStatus("The admin token could not be checked (" + response.status + ").", "error");
+      })
+      .catch(() => adminStatus("The gateway did not answer.", "error"));
+  }
+
   function adminStatus(text, kind) {
     const status = $("admin-status");
     status.textContent = text;
@@ -656,7 +695,14 @@
       if (adminOn()) adminStatus(token ? "Token kept for this tab." : "Enter the admin token to pause, resume, skip, remove, reset and take machines out.", "meta");
       lockAll();
     });
-    $("admin").addEventListener("submit", (event) => event.preventDefault());
+    // Once a token is typed (the field left, or Enter), it is checked: a
+    // wrong one is said now, not when a button is pressed. Not on every
+    // keystroke: each wrong token counts against the address's budget.
+    input.addEventListener("change", () => checkAdminToken(input.value.trim()));
+    $("admin").addEventListener("submit", (event) => {
+      event.preventDefault();
+      checkAdminToken(input.value.trim());
+    });
     $("admin-forget").addEventListener("click", () => {
       sessionStorage.removeItem(TOKEN_KEY);
       input.value = "";
