@@ -176,7 +176,7 @@ struct NotifyCommand: AsyncParsableCommand {
         case "generic":
             guard let generic = im.generic else { throw NotifyProblem("The config has no im.generic section.") }
             return GenericEnvelope.signedRequest(
-                url: base + "/v1/notifications", secret: generic.secret, from: from, to: to, attach: attach)
+                url: base + "/v1/notifications", secret: generic.secret, from: from, to: to, attach: attach, id: UUID().uuidString)
         case "netease":
             guard let netease = im.netease else { throw NotifyProblem("The config has no im.netease section.") }
             return NetEaseCopyBody.signedRequest(

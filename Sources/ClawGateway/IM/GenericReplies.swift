@@ -41,10 +41,13 @@ enum GenericEnvelope {
     }
 
     /// A POST of the envelope to `url`, signed with `secret` (SPEC §5).
+    /// `id`, when given, goes into the envelope: two notifications of the
+    /// same words within a second are then two signed bodies, not a replay
+    /// (`notify` gives each call its own).
     static func signedRequest(
-        url: String, secret: String, from: String, to: String, attach: String, as purpose: Purpose = .notification
+        url: String, secret: String, from: String, to: String, attach: String, id: String? = nil, as purpose: Purpose = .notification
     ) -> HTTPClientRequest {
-        let body = encode(from: from, to: to, attach: attach)
+        let body = encode(from: from, to: to, attach: attach, id: id)
         let timestamp = String(Int64(Date().timeIntervalSince1970))
         let signature =
             switch purpose {
@@ -60,8 +63,10 @@ enum GenericEnvelope {
         return request
     }
 
-    static func encode(from: String, to: String, attach: String) -> [UInt8] {
-        JSONObjectWriter.object(["from": from, "to": to, "attach": attach])
+    static func encode(from: String, to: String, attach: String, id: String? = nil) -> [UInt8] {
+        var fields: [(String, JSONObjectWriter.Value)] = [("from", .string(from)), ("to", .string(to)), ("attach", .string(attach))]
+        if let id { fields.append(("id", .string(id))) }
+        return JSONObjectWriter.object(fields)
     }
 
     /// Reads an inbound envelope; `attach` may be a string or a JSON object,

@@ -274,11 +274,12 @@ extension MachineState {
     private func checkControl(_ command: PlayerCommand, serial: Int64, from player: PlayerAddress) throws(WireError) {
         guard online else { throw offlineError }
         guard let turn = phase.turn, turn.player.address == player else {
-            throw WireError(.notYourTurn, "Someone else is playing \(machine.name); join the queue to get a turn.")
+            let someone = phase.turn != nil ? "Someone else is playing \(machine.name)" : "Nobody is playing \(machine.name) now"
+            throw WireError(.notYourTurn, "\(someone); join the queue to get a turn.")
         }
         switch (phase, command) {
         case (.offered, _):
-            throw WireError(.notYourTurn, "Accept the turn (12 with the session id) before playing.")
+            throw WireError(.notYourTurn, "Accept the turn offered to you before playing.")
         case (.awaitingResult, .move), (.awaitingResult, .grab):
             throw WireError(.notYourTurn, "The claw has dropped; wait for the result.")
         default:
