@@ -93,6 +93,9 @@ let package = Package(
                 .embedInCode("Live/ParcelsDashboard/parcels.html"),
                 .embedInCode("Live/ParcelsDashboard/parcels.js"),
                 .embedInCode("Live/ParcelsDashboard/parcels.css"),
+                .embedInCode("Live/AuditDashboard/audit.html"),
+                .embedInCode("Live/AuditDashboard/audit.js"),
+                .embedInCode("Live/AuditDashboard/audit.css"),
                 .embedInCode("Live/Shared/read-token.js"),
             ],
             swiftSettings: testable

@@ -81,7 +81,8 @@ final class ConfigReloader: Service, Sendable {
     /// Applies a config read and validated (what SIGHUP does after reading the file).
     @discardableResult
     func reload(_ file: GatewayConfig) -> Outcome {
-        let change = ConfigChange(running: running, file: file)
+        let before = running
+        let change = ConfigChange(running: before, file: file)
         let machines: Arcade.Change
         do {
             machines = try arcade.reload(change.applied)
@@ -119,9 +120,14 @@ final class ConfigReloader: Service, Sendable {
                 "config.needs_restart": .string(change.needsRestart.joined(separator: ",")),
             ])
         GatewayMetrics.reloadsApplied.increment()
+        let now = clock.wallNow()
         let event = ConfigReloaded(
-            seq: seq, ts: Timestamp.string(clock.wallNow()), added: machines.added, removed: machines.removed,
+            seq: seq, ts: Timestamp.string(now), added: machines.added, removed: machines.removed,
             changed: machines.changed, needsRestart: change.needsRestart, stillLeaving: machines.stillLeaving)
+        // Every reload is in the audit trail, as `system` (SPEC §16): the machines before, and what it changed.
+        let trail = AuditDraft.system(.reload, target: AuditTarget.config).entry(
+            before: AuditValue(["machines": before.machines.map(\.id)]), after: AuditValue(event), at: now)
+        _ = arcade.writer.submit([.audit(trail)], machine: -1)
         do {
             try mqtt.publish(arcade.topics.gatewayEvents, payload: JSONCoding.encode(event), qos: .atLeastOnce, retain: false, expiry: nil)
         } catch {

@@ -54,6 +54,9 @@ public enum EventType: String, Sendable, Codable, CaseIterable {
     /// An operator set or added to the stock: `data` `set` or `add`,
     /// `change` what was added (signed), `stock` the new stock, `reason` theirs.
     case restocked
+    /// An operator corrected an ended game's result (SPEC §16): `session`
+    /// the game, `outcome` the corrected one, `reason` theirs.
+    case resultCorrected = "result_corrected"
 }
 
 /// How a game (an offered turn) ended, as recorded (SPEC §3).

@@ -19,6 +19,13 @@ public struct GameRecord: Sendable, Equatable, Codable {
     /// The prize a won game made (SPEC §15), as it was made: what a chain's
     /// records carry to the recorder. Nil for a game that made none.
     public var prize: WonPrize?
+    /// An operator's decision over the machine's word (SPEC §16): the
+    /// record keeps `outcome` as the machine said and gains this. Nil for a
+    /// game never corrected.
+    public var corrected: GameCorrection?
+
+    /// The outcome the figures count: the operator's when corrected.
+    public var countedOutcome: GameOutcome? { corrected?.outcome ?? outcome }
 
     public init(
         id: String, machine: String, player: String, provider: String, nick: String, outcome: GameOutcome?, offeredAt: String,
@@ -41,7 +48,7 @@ public struct GameRecord: Sendable, Equatable, Codable {
         case offeredAt = "offered_at"
         case startedAt = "started_at"
         case endedAt = "ended_at"
-        case commands, evidence, prize
+        case commands, evidence, prize, corrected
         case evidenceMissing = "evidence_missing"
     }
 
@@ -63,6 +70,23 @@ public struct GameRecord: Sendable, Equatable, Codable {
         try container.encodeIfPresent(evidence, forKey: .evidence)
         try container.encodeIfPresent(evidenceMissing, forKey: .evidenceMissing)
         try container.encodeIfPresent(prize, forKey: .prize)
+        try container.encodeIfPresent(corrected, forKey: .corrected)
+    }
+}
+
+/// A game's result as an operator corrected it (SPEC §16): the outcome
+/// decided, by whom, when (RFC 3339) and why.
+public struct GameCorrection: Sendable, Equatable, Codable {
+    public var outcome: GameOutcome
+    public var by: String
+    public var at: String
+    public var reason: String
+
+    public init(outcome: GameOutcome, by: String, at: String, reason: String) {
+        self.outcome = outcome
+        self.by = by
+        self.at = at
+        self.reason = reason
     }
 }
 

@@ -40,10 +40,15 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
     /// The prizes left in the machine (SPEC §15), when its stock is
     /// counted; absent otherwise.
     public var stock: Int64?
+    /// Games left before the next full-power grab (SPEC §16), when the
+    /// machine has a `guarantee_after`; absent otherwise. Shown to players:
+    /// the odds are not hidden. 0 from the strong game on until a win.
+    public var playsUntilGuarantee: Int?
 
     public init(
         machine: String, seq: Int64, state: MachineStatus, online: Bool, paused: Bool, suspect: Bool = false,
-        player: CurrentPlayer?, waiting: [WaitingPlayer], fault: MachineFault? = nil, reason: String? = nil, stock: Int64? = nil
+        player: CurrentPlayer?, waiting: [WaitingPlayer], fault: MachineFault? = nil, reason: String? = nil, stock: Int64? = nil,
+        playsUntilGuarantee: Int? = nil
     ) {
         self.machine = machine
         self.seq = seq
@@ -57,10 +62,12 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
         self.fault = fault
         self.reason = reason
         self.stock = stock
+        self.playsUntilGuarantee = playsUntilGuarantee
     }
 
     private enum CodingKeys: String, CodingKey {
         case machine, seq, state, online, paused, suspect, player, waiting, length, fault, reason, stock
+        case playsUntilGuarantee = "plays_until_guarantee"
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -79,6 +86,7 @@ public struct QueueSnapshot: Sendable, Equatable, Codable {
         try container.encodeIfPresent(fault, forKey: .fault)
         try container.encodeIfPresent(reason, forKey: .reason)
         try container.encodeIfPresent(stock, forKey: .stock)
+        try container.encodeIfPresent(playsUntilGuarantee, forKey: .playsUntilGuarantee)
     }
 }
 

@@ -39,13 +39,18 @@ public struct WireMessage: Sendable, Equatable {
     /// Command 11: `true` on a continue, the turn offered first to the
     /// player whose game just ended (SPEC §3). Written, not read.
     public var isContinue: Bool?
+    /// Command 4: `true` when an operator corrected the game's result
+    /// (SPEC §16); `data` is the corrected one. Written, not read.
+    public var corrected: Bool?
 
     public init(
         command: Int, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
         message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
         settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil,
-        state: String? = nil, prize: String? = nil, tracking: String? = nil, isContinue: Bool? = nil
+        state: String? = nil, prize: String? = nil, tracking: String? = nil, isContinue: Bool? = nil,
+        corrected: Bool? = nil
     ) {
+        self.corrected = corrected
         self.command = command
         self.data = data
         self.serial = serial
@@ -69,12 +74,14 @@ public struct WireMessage: Sendable, Equatable {
         _ code: CommandCode, data: String? = nil, serial: Int64? = nil, length: Int? = nil,
         message: String? = nil, timeout: Int? = nil, session: String? = nil, player: String? = nil,
         settings: BoardSettings? = nil, balance: Int64? = nil, price: Int64? = nil, change: Int64? = nil, reason: String? = nil,
-        state: String? = nil, prize: String? = nil, tracking: String? = nil, isContinue: Bool? = nil
+        state: String? = nil, prize: String? = nil, tracking: String? = nil, isContinue: Bool? = nil,
+        corrected: Bool? = nil
     ) {
         self.init(
             command: code.rawValue, data: data, serial: serial, length: length,
             message: message, timeout: timeout, session: session, player: player, settings: settings,
-            balance: balance, price: price, change: change, reason: reason, state: state, prize: prize, tracking: tracking, isContinue: isContinue)
+            balance: balance, price: price, change: change, reason: reason, state: state, prize: prize, tracking: tracking, isContinue: isContinue,
+            corrected: corrected)
     }
 
     /// The command as a known code, or nil for a number the protocol does not define.
@@ -251,6 +258,7 @@ extension WireMessage {
         if let prize { JSONText.appendField("prize", string: prize, to: &out) }
         if let tracking { JSONText.appendField("tracking", string: tracking, to: &out) }
         if let isContinue { JSONText.appendField("continue", bool: isContinue, to: &out) }
+        if let corrected { JSONText.appendField("corrected", bool: corrected, to: &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -78,6 +78,15 @@ struct RoomInfo: Encodable, Sendable, Equatable {
     var onlineUserCount: Int
     /// Players waiting, not counting the one offered or playing.
     var queueCount: Int
+    /// Games left before the next full-power grab (SPEC §16), with `guarantee_after`.
+    var playsUntilGuarantee: Int?
+
+    /// The demo's own names, and SPEC §16's for the odds.
+    enum CodingKeys: String, CodingKey {
+        case roomId, name, creator, rtmpPullUrl1, rtmpPullUrl2, httpPullUrl1, httpPullUrl2, hlsPullUrl1, hlsPullUrl2
+        case roomStatus, liveStatus, onlineUserCount, queueCount
+        case playsUntilGuarantee = "plays_until_guarantee"
+    }
 
     init(_ machine: MachineConfig, _ snapshot: QueueSnapshot, onlineUserCount: Int) {
         roomId = machine.chatroomID ?? 0
@@ -97,5 +106,6 @@ struct RoomInfo: Encodable, Sendable, Equatable {
         liveStatus = outOfPlay ? 2 : snapshot.online ? 1 : 0
         self.onlineUserCount = onlineUserCount
         queueCount = snapshot.length
+        playsUntilGuarantee = snapshot.playsUntilGuarantee
     }
 }

@@ -36,7 +36,7 @@ extension AppServerRoutes {
                         return Self.failure(422, error.message)
                     }
                     return await demo { () throws(PrizeRefusal) in
-                        Self.ok(ParcelAnswer(try await keeper.ship(ids, of: player, to: address), withAddress: false))
+                        Self.ok(ParcelAnswer(try await keeper.ship(ids, of: player, to: address, audit: nil), withAddress: false))
                     }
                 }
             }
@@ -51,7 +51,7 @@ extension AppServerRoutes {
                         return Self.failure(422, error.message)
                     }
                     return await demo { () throws(PrizeRefusal) in
-                        let (prize, balance) = try await keeper.exchange(id, of: player)
+                        let (prize, balance) = try await keeper.exchange(id, of: player, audit: nil)
                         return Self.ok(ExchangeAnswer(prize: PrizeAnswer(prize, parcel: nil), credits: prize.exchange, balance: balance))
                     }
                 }

@@ -131,7 +131,7 @@ final class Tourists: Service, Sendable {
         let entry = LedgerEntry(
             wallet: PlayerAddress(accid: tourist.accid, provider: "netease"), kind: .adjust, credits: wallets.settings.welcome, key: nil,
             reason: "welcome", digest: nil, at: now)
-        if case .written = await wallets.adjust(entry) { return }
+        if case .written = await wallets.adjust(entry, audit: nil) { return }
         fail("Welcome credits not saved in time: storage is failing", error: "written once storage is back, if it took them")
     }
 

@@ -88,8 +88,9 @@ struct ConfigSummary {
         let auth = config.mqtt.username.map { " as \($0)" } ?? ""
         lines.append("broker \(config.mqtt.url)\(auth), client id \(config.mqtt.clientID), topics \(config.mqtt.topicPrefix)/…")
         lines.append(
-            "http \(config.http.host):\(config.http.port), admin routes \(config.http.adminToken == nil ? "off" : "on"), "
-                + "reads \(config.http.readToken == nil ? "open" : "need the read token")")
+            "http \(config.http.host):\(config.http.port), admin routes \(config.http.hasAdmin ? "on" : "off"), "
+                + "reads \(config.http.readsClosed ? "need a read token" : "open")"
+                + (config.http.operators.isEmpty ? "" : ", operators \(config.http.operators.map { "\($0.name) (\($0.role.rawValue))" }.joined(separator: ", "))"))
         var providers: [String] = []
         if let netease = config.im.netease {
             providers.append("netease (app key \(netease.appKey), callback \(netease.callbackPath), replies via \(netease.apiBase))")

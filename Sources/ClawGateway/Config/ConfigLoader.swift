@@ -78,14 +78,19 @@ struct Schema {
     let baseDirectory: String
 
     func read(_ root: Node) -> GatewayConfig? {
-        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain", "app_server", "credits", "evidence", "prizes"]) else {
+        guard let top = reader.section(root, at: "", keys: ["gateway", "mqtt", "http", "im", "game", "storage", "machines", "chain", "app_server", "credits", "evidence", "prizes", "operators"]) else {
             return nil
         }
         let gateway = readGateway(top.section("gateway", keys: ["id", "log_level", "stats_interval"], required: true))
         let mqtt = readMQTT(top.section("mqtt", keys: ["url", "client_id", "username", "password", "keepalive", "topic_prefix", "tls"], required: true), gatewayID: gateway?.id)
         let httpSection = top.section("http", keys: ["listen", "admin_token", "read_token", "allowed_hosts", "read_timeout", "max_connections", "max_connections_per_client", "idle_timeout", "trusted_proxies"])
-        let http = readHTTP(httpSection)
-        requireReadToken(in: httpSection, at: "http", top: top, needing: Self.sectionsNeedingReadToken)
+        var http = readHTTP(httpSection)
+        let operators = readOperators(top.list("operators"), http: http)
+        http?.operators = operators
+        // A `read` operator closes the read API as the read token does (SPEC §16).
+        if http?.readsClosed != true {
+            requireReadToken(in: httpSection, at: "http", top: top, needing: Self.sectionsNeedingReadToken)
+        }
         let im = readIM(top.section("im", keys: ["netease", "generic"]))
         let gameSection = top.section("game", keys: ["accept_timeout", "play_timeout", "result_timeout", "ack_timeout", "coins_per_game", "max_queue", "max_commands_per_second", "relay_acks", "command_events", "suspect_after", "offline_grace", "command_max_age", "settings", "continue", "max_continues"])
         let game = readGame(gameSection)
@@ -478,7 +483,7 @@ struct Schema {
 
 extension String {
     /// The string with control characters shown as escapes, for messages.
-    fileprivate var debugEscaped: String {
+    var debugEscaped: String {
         String(String(reflecting: self).dropFirst().dropLast())
     }
 }

@@ -69,6 +69,8 @@ struct HTTPSettings: Sendable, Equatable {
     /// When set, the read API, the stream, metrics and the page need it (or
     /// the admin token) as a Bearer token.
     var readToken: String?
+    /// Operators by name (SPEC §16), beside the two tokens (``credentials``).
+    var operators: [Operator] = []
     /// Host names (no port, lower case) that the read, page and admin routes
     /// answer besides the listen address and `localhost` (``AccessPolicy``).
     var allowedHosts: [String] = []

@@ -126,6 +126,9 @@ extension MachineSettings: Codable {
                     default: problems.append(ConfigProblem(path: path, message: "unknown field; the claw has grab, top, move, max"))
                     }
                 }
+            case "reason":
+                // The operator's reason beside the settings (SPEC §16): the route reads it.
+                continue
             default:
                 problems.append(
                     ConfigProblem(path: field.key, message: "unknown field; settings are game_time, claw, lift_height, guarantee_after"))

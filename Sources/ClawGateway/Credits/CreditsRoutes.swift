@@ -7,7 +7,7 @@ import Protocol
 /// SQLite and by a chain's recorder over its PostgreSQL. Each change is
 /// answered once it is durable, and told to its player (14) where the
 /// server can tell players.
-struct CreditsRoutes<Context: RequestContext>: Sendable {
+struct CreditsRoutes<Context: OperatorRequestContext>: Sendable {
     let keeper: any WalletKeeper
     /// `topup_secret` and `max_topup`.
     let settings: CreditsSettings
@@ -59,7 +59,8 @@ struct CreditsRoutes<Context: RequestContext>: Sendable {
             let answer = { (balance: Int64) in
                 AdjustAnswer(player: player, credits: adjustment.credits, reason: adjustment.reason, key: adjustment.key, balance: balance)
             }
-            switch await keeper.adjust(entry) {
+            let audit = context.audit(.adjust, target: AuditTarget.player(player), reason: adjustment.reason)
+            switch await keeper.adjust(entry, audit: audit) {
             case .written(let balance):
                 tell(entry, balance: balance)
                 return JSONResponse.make(.ok, answer(balance))

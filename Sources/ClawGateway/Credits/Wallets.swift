@@ -59,8 +59,8 @@ final class Wallets: WalletKeeper, GameLedger {
 
     /// An operator's adjustment, keyed by the operator (`entry.key`, once
     /// per wallet), or a new tourist's welcome credits (no key).
-    func adjust(_ entry: LedgerEntry) async -> WalletChange {
-        await change(entry)
+    func adjust(_ entry: LedgerEntry, audit: AuditDraft?) async -> WalletChange {
+        await change(entry, audit: audit)
     }
 
     /// A keyed change is taken once: one with a key seen before is answered
@@ -70,7 +70,7 @@ final class Wallets: WalletKeeper, GameLedger {
     /// machine's transition takes; what is on its way to the file is in the
     /// book (``WalletBook/keyed``), looked at under the lock before the
     /// change is decided.
-    private func change(_ entry: LedgerEntry) async -> WalletChange {
+    private func change(_ entry: LedgerEntry, audit: AuditDraft? = nil) async -> WalletChange {
         guard writer.isWritable else { return .unavailable }
         if let seen = book.withLock({ $0.keyed(entry) }) { return await answer(entry, seen) }
         let kept: (digest: String?, balance: Int64?)?
@@ -94,8 +94,13 @@ final class Wallets: WalletKeeper, GameLedger {
             if let seen = book.keyed(entry) { return .seen(seen) }
             let after = book.balance(of: entry.wallet) + entry.credits
             guard after >= 0 else { return .refused(.insufficient(balance: book.balance(of: entry.wallet))) }
+            let before = book.balance(of: entry.wallet)
             book.apply(entry)
-            let ticket = writer.submit([.ledger(entry)], machine: -1)
+            // An operator's adjustment is written with its audit entry (SPEC §16).
+            let audited = audit.map {
+                StoreChange.audit($0.entry(before: AuditValue(["balance": before]), after: AuditValue(["balance": after]), at: entry.at))
+            }
+            let ticket = writer.submit([.ledger(entry)] + (audited.map { [$0] } ?? []), machine: -1)
             book.keep(entry, ticket: ticket, balance: after, isDurable: writer.isDurable)
             return .submitted(ticket, balance: after, wallets: book.count)
         }
@@ -135,8 +140,9 @@ protocol WalletKeeper: Sendable {
     /// A signed top-up from the payment service, keyed by its order id
     /// (`entry.key`) and its content's digest (`entry.digest`).
     func topUp(_ entry: LedgerEntry) async -> WalletChange
-    /// An operator's adjustment (or a new tourist's welcome credits).
-    func adjust(_ entry: LedgerEntry) async -> WalletChange
+    /// An operator's adjustment, with its audit entry (SPEC §16), or a new
+    /// tourist's welcome credits (no audit: no operator made it).
+    func adjust(_ entry: LedgerEntry, audit: AuditDraft?) async -> WalletChange
     /// A wallet's balance and a page of its entries, newest first.
     func wallet(_ player: PlayerAddress, limit: Int, offset: Int) async throws -> WalletPage
 }

@@ -8,7 +8,7 @@ import Protocol
 /// operator. A clip is found by its machine, game and camera in the store,
 /// never by a path from the request: nothing outside the evidence folder is
 /// ever served.
-struct EvidenceRoutes<Context: RequestContext>: Sendable {
+struct EvidenceRoutes<Context: OperatorRequestContext>: Sendable {
     let arcade: Arcade
     let keeper: EvidenceKeeper
 
@@ -31,7 +31,9 @@ struct EvidenceRoutes<Context: RequestContext>: Sendable {
             let game = try context.pathParameter("game")
             let body = try await request.body.collect(upTo: 4096)
             let (hold, reason) = try Self.holdBody(Array(buffer: body))
-            let touched = try await arcade.writer.store.hold(machine: machine.id, game: game, held: hold, reason: reason)
+            let audit = context.audit(.hold, target: AuditTarget.game(machine: machine.id, game: game), reason: reason)
+            let touched = try await arcade.writer.store.hold(
+                machine: machine.id, game: game, held: hold, reason: reason, audit: audit, at: arcade.clock.wallNow())
             guard touched > 0 else {
                 throw Refusal(.notFound, code: "no_clip", "\(machine.id) has no game \(game) with clips.")
             }

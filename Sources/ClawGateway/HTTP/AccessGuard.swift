@@ -11,8 +11,11 @@ import Synchronization
 ///   address) or one of `http.allowed_hosts`; else 421. A page on another
 ///   site that re-points its own name at this address (DNS rebinding)
 ///   sends its own name, so it reads nothing through a visitor's browser.
-/// - The read routes need `http.read_token` (or the admin token) when it is
-///   set, the admin routes the admin token; else 401.
+/// - The read routes need a credential when any read credential is set
+///   (`http.read_token` or an operator of role `read`: SPEC §16), the admin
+///   routes an admin credential (`http.admin_token` or an operator of role
+///   `admin`); else 401. The operator whose token came is the request's
+///   (``GatewayRequestContext/operatorName``): what the audit trail writes.
 /// - A client address that sends a wrong token ``TokenThrottle/limit`` times
 ///   within a minute is answered 429 on every route that needs a token, for
 ///   a minute, whatever it sends meanwhile.
@@ -28,8 +31,10 @@ struct AccessPolicy: Sendable {
         case admin
     }
 
-    let readToken: String?
-    let adminToken: String?
+    /// Every token accepted, with its operator's name and role.
+    let credentials: [Operator]
+    /// Whether the read routes need a token.
+    let readsClosed: Bool
     /// The names `Host` may carry, as ``hostName(ofHostHeader:)`` reads them.
     let hosts: Set<String>
     let throttle: TokenThrottle
@@ -38,8 +43,8 @@ struct AccessPolicy: Sendable {
 
     init(http: HTTPSettings, section: String = "http", now: @escaping @Sendable () -> Date) {
         self.section = section
-        readToken = http.readToken
-        adminToken = http.adminToken
+        credentials = http.credentials
+        readsClosed = http.readsClosed
         var hosts: Set<String> = ["localhost"]
         let listen = Self.hostName(ofHostHeader: http.host) ?? http.host.lowercased()
         hosts.insert(listen)
@@ -49,29 +54,35 @@ struct AccessPolicy: Sendable {
         throttle = TokenThrottle(now: now)
     }
 
-    /// Throws the answer (421, 429, 401) when `request` may not go on.
+    /// Throws the answer (421, 429, 401) when `request` may not go on;
+    /// returns the operator whose token came (nil where none is needed).
     /// - Parameter client: the throttle's key (nil: a Unix socket's client).
-    func check(_ request: Request, client: ClientAddress?, scope: Scope) throws(Refusal) {
+    @discardableResult
+    func check(_ request: Request, client: ClientAddress?, scope: Scope) throws(Refusal) -> Operator? {
         let host = request.head.authority.flatMap(Self.hostName(ofHostHeader:))
         guard let host, hosts.contains(host) else { throw .misdirected }
-        let accepted: [String]
+        let accepted: [Operator]
         switch scope {
-        case .page: return
+        case .page: return nil
         case .read:
-            guard let readToken else { return }
-            accepted = [readToken] + (adminToken.map { [$0] } ?? [])
+            guard readsClosed else { return nil }
+            accepted = credentials
         case .admin:
-            // Admin routes exist only with an admin token; nil here refuses all.
-            accepted = adminToken.map { [$0] } ?? []
+            // Admin routes exist only with an admin credential; none here refuses all.
+            accepted = credentials.filter { $0.role == .admin }
         }
         if let seconds = throttle.blockedFor(client) { throw .throttled(retryAfter: seconds) }
         guard let presented = Self.bearer(request) else { throw .unauthorized(scope, section: section) }
         // Every candidate compared, so the time does not tell which one was near.
-        let matches = accepted.reduce(false) { $0 || Signatures.constantTimeEqual(presented, $1) }
-        guard matches else {
+        var match: Operator?
+        for candidate in accepted where Signatures.constantTimeEqual(presented, candidate.token) {
+            match = match ?? candidate
+        }
+        guard let match else {
             throttle.failed(client)
             throw .unauthorized(scope, section: section)
         }
+        return match
     }
 
     /// The token of `Authorization: Bearer <token>` (the scheme in any case).
@@ -115,7 +126,8 @@ struct AccessGuard: RouterMiddleware {
     let scope: AccessPolicy.Scope
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        try policy.check(request, client: context.client, scope: scope)
+        var context = context
+        context.operatorName = try policy.check(request, client: context.client, scope: scope)?.name
         return try await next(request, context)
     }
 }

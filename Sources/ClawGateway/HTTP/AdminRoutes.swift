@@ -1,12 +1,16 @@
 import Foundation
 import Hummingbird
+import Logging
 import Protocol
 
 /// Operator actions behind `http.admin_token`, checked by the
 /// ``AccessGuard`` of `.admin` that `router` carries. Without a token in the
 /// config the routes do not exist.
-struct AdminRoutes<Context: RequestContext>: Sendable {
+/// Every change is written with its audit entry (SPEC §16) and logged
+/// through ``OperatorAction``.
+struct AdminRoutes<Context: OperatorRequestContext>: Sendable {
     let arcade: Arcade
+    let logger: Logger
 
     func add(to router: some RouterMethods<Context>) {
         // Whether a token is the admin token, before it is used: the
@@ -16,21 +20,29 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
         }
         router.post("/v1/machines/:id/pause") { request, context in
             let machine = try authorized(request, context)
-            return try await answer(machine, "pause", machine.pause())
+            let audit = context.audit(.pause, target: AuditTarget.machine(machine.id))
+            return try await answer(machine, audit) { machine.pause(audit) }
         }
         router.post("/v1/machines/:id/resume") { request, context in
             let machine = try authorized(request, context)
-            return try await answer(machine, "resume", machine.resume())
+            let audit = context.audit(.resume, target: AuditTarget.machine(machine.id))
+            return try await answer(machine, audit) { machine.resume(audit) }
         }
         router.post("/v1/machines/:id/skip") { request, context in
             let machine = try authorized(request, context)
-            return try await answer(machine, "skip", machine.skip())
+            let audit = context.audit(.skip, target: AuditTarget.machine(machine.id))
+            return try await answer(machine, audit) { machine.skip(audit) }
         }
         router.post("/v1/machines/:id/reset") { request, context in
             let machine = try authorized(request, context)
-            switch machine.reset() {
+            let audit = context.audit(.reset, target: AuditTarget.machine(machine.id))
+            let (outcome, ticket) = machine.reset(audit)
+            switch outcome {
             case .sent(let serial):
-                return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: "reset", changed: true, serial: serial))
+                return try await OperatorAction.perform(audit, logger: logger) {
+                    try await durable(ticket)
+                    return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: "reset", changed: true, serial: serial))
+                }
             case .offline:
                 throw Refusal(
                     .conflict, code: ErrorCode.machineOffline.rawValue,
@@ -45,24 +57,32 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
             let machine = try authorized(request, context)
             let body = try await request.body.collect(upTo: Self.maxSettingsBody)
             let (on, reason) = try Self.maintenanceBody(Array(buffer: body))
-            return try await answer(machine, "maintenance", machine.maintain(on: on, reason: reason))
+            let audit = context.audit(.maintenance, target: AuditTarget.machine(machine.id), reason: reason)
+            return try await answer(machine, audit) { machine.maintain(on: on, reason: reason, audit) }
         }
         router.put("/v1/machines/:id/settings") { request, context in
             let machine = try authorized(request, context)
-            let body = try await request.body.collect(upTo: Self.maxSettingsBody)
+            let body = Array(buffer: try await request.body.collect(upTo: Self.maxSettingsBody))
             let settings: MachineSettings
             do throws(MachineSettings.Rejected) {
-                settings = try MachineSettings.update(machine.boardSettings.settings, with: Array(buffer: body))
+                settings = try MachineSettings.update(machine.boardSettings.settings, with: body)
             } catch {
                 throw Refusal(
                     .unprocessableContent, code: "invalid_settings",
                     error.problems.map { "\($0.path): \($0.message)" }.joined(separator: "; "))
             }
-            return try await settingsAnswer(machine, machine.setSettings(settings))
+            // The reason beside the settings (SPEC §16); checked after them, so one answer names every problem of the settings.
+            let reason = try AuditReason.required(AuditReason.field(in: body))
+            let audit = context.audit(.settings, target: AuditTarget.machine(machine.id), reason: reason)
+            return try await settingsAnswer(machine, audit) { machine.setSettings(settings, audit) }
         }
         router.delete("/v1/machines/:id/settings") { request, context in
             let machine = try authorized(request, context)
-            return try await settingsAnswer(machine, machine.setSettings(nil))
+            let body = Array(buffer: try await request.body.collect(upTo: Self.maxSettingsBody))
+            // `{"reason":…}` alone (SPEC §16).
+            let reason = try AuditReason.required(body.isEmpty ? nil : AuditReason.field(in: body))
+            let audit = context.audit(.settings, target: AuditTarget.machine(machine.id), reason: reason)
+            return try await settingsAnswer(machine, audit) { machine.setSettings(nil, audit) }
         }
         router.delete("/v1/machines/:id/queue/:accid") { request, context in
             let machine = try authorized(request, context)
@@ -70,10 +90,11 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
             // A player is the pair (provider, account): `?provider=` says which
             // when the account is there for both (SPEC §5).
             let provider = request.uri.queryParameters["provider"].map(String.init)
-            let (removal, ticket) = machine.remove(accid: accid, provider: provider)
+            let audit = context.audit(.remove, target: AuditTarget.machine(machine.id), reason: nil)
+            let (removal, ticket) = machine.remove(accid: accid, provider: provider, audit)
             switch removal {
             case .removed:
-                return try await answer(machine, "remove", (true, ticket))
+                return try await answer(machine, audit) { (true, ticket) }
             case .notFound:
                 let whose = provider.map { "\(accid) of \($0)" } ?? accid
                 throw Refusal(.notFound, code: ErrorCode.notInQueue.rawValue, "\(whose) is not in the queue of \(machine.id).")
@@ -86,22 +107,32 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
         }
     }
 
-    /// The answer once the action's writes are durable.
-    private func answer(_ machine: Machine, _ action: String, _ result: (Bool, StorageWriter.Ticket?)) async throws -> Response {
-        let (changed, ticket) = result
+    /// The answer once the action and its audit entry are durable.
+    private func answer(_ machine: Machine, _ audit: AuditDraft, _ act: () -> (Bool, StorageWriter.Ticket?)) async throws -> Response {
+        try await OperatorAction.perform(audit, logger: logger) {
+            let (changed, ticket) = act()
+            try await durable(ticket)
+            return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: audit.action.rawValue, changed: changed))
+        }
+    }
+
+    private func durable(_ ticket: StorageWriter.Ticket?) async throws {
         if let ticket, await !arcade.durable(ticket) {
             throw Refusal.unavailable("The action was taken but could not be saved yet; storage is failing (see /readyz).")
         }
-        return JSONResponse.make(.ok, AdminAnswer(machine: machine.id, action: action, changed: changed))
     }
 
-    /// `{"on":true|false,"reason":"…"}`: `on` required, `reason` optional
-    /// (only with `on`), at most ``MachineState/maxMaintenanceReason`` characters.
+    /// `{"on":true,"reason":"…"}` or `{"on":false}`: `on` required, `reason`
+    /// required with `on: true` (SPEC §16) and only then, at most
+    /// ``MachineState/maxMaintenanceReason`` characters.
     static func maintenanceBody(_ body: [UInt8]) throws -> (on: Bool, reason: String?) {
         let body = try SwitchBody.read(body, flag: "on")
-        guard let reason = body.reason else { return (body.on, nil) }
-        guard body.on else { throw SwitchBody.refused("reason: only when taking the machine out (on: true).") }
-        guard (1...MachineState.maxMaintenanceReason).contains(reason.count) else {
+        guard body.on else {
+            guard body.reason == nil else { throw SwitchBody.refused("reason: only when taking the machine out (on: true).") }
+            return (false, nil)
+        }
+        let reason = try AuditReason.required(body.reason)
+        guard reason.count <= MachineState.maxMaintenanceReason else {
             throw SwitchBody.refused("reason: 1 to \(MachineState.maxMaintenanceReason) characters, not only spaces.")
         }
         return (true, reason)
@@ -110,12 +141,14 @@ struct AdminRoutes<Context: RequestContext>: Sendable {
     /// A settings body is a few hundred bytes.
     static var maxSettingsBody: Int { 4096 }
 
-    /// The machine's settings as they now are, once the change is durable.
-    private func settingsAnswer(_ machine: Machine, _ result: (Bool, StorageWriter.Ticket?)) async throws -> Response {
-        if let ticket = result.1, await !arcade.durable(ticket) {
-            throw Refusal.unavailable("The settings were taken but could not be saved yet; storage is failing (see /readyz).")
+    /// The machine's settings as they now are, once the change and its audit entry are durable.
+    private func settingsAnswer(_ machine: Machine, _ audit: AuditDraft, _ act: () -> (Bool, StorageWriter.Ticket?)) async throws -> Response {
+        try await OperatorAction.perform(audit, logger: logger) {
+            if let ticket = act().1, await !arcade.durable(ticket) {
+                throw Refusal.unavailable("The settings were taken but could not be saved yet; storage is failing (see /readyz).")
+            }
+            return JSONResponse.make(.ok, SettingsAnswer(machine))
         }
-        return JSONResponse.make(.ok, SettingsAnswer(machine))
     }
 
     /// The route's machine; the request's token was checked by the guard before it came here.

@@ -29,6 +29,9 @@ struct GatewayRequestContext: ConnectionRequestContext, RemoteAddressRequestCont
     var coreContext: CoreRequestContextStorage
     private let channel: any Channel
     let client: ClientAddress?
+    /// The operator whose token the ``AccessGuard`` accepted (SPEC §16);
+    /// nil on routes that need none.
+    var operatorName: String?
 
     init(source: GatewayRequestContextSource) {
         coreContext = .init(source: source)

@@ -51,8 +51,17 @@ enum HTTPServer {
         ReadRoutes<GatewayRequestContext>(
             arcade: parts.arcade, isBrokerConnected: parts.isBrokerConnected, chainProblem: parts.chainProblem)
             .add(health: router, reads: reads)
-        let admin = parts.config.http.adminToken == nil ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
-        if let admin { AdminRoutes<GatewayRequestContext>(arcade: parts.arcade).add(to: admin) }
+        FairnessRoutes<GatewayRequestContext>(arcade: parts.arcade, credits: parts.wallets != nil).add(reads: reads)
+        let admin = !parts.config.http.hasAdmin ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
+        if let admin {
+            AdminRoutes<GatewayRequestContext>(arcade: parts.arcade, logger: parts.logger).add(to: admin)
+            // The audit trail and corrected results (SPEC §16).
+            let store = parts.arcade.writer.store
+            AuditRoutes<GatewayRequestContext>(read: { query throws(StorageError) in try await store.audit(query) }).add(admin: admin)
+            CorrectionRoutes<GatewayRequestContext>(corrections: GameCorrections(arcade: parts.arcade, prizes: parts.prizes, inChain: parts.config.chain != nil), logger: parts.logger)
+                .add(admin: admin)
+            OperatorPageRoutes<GatewayRequestContext>.audit.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
+        }
         if let wallets = parts.wallets {
             let arcade = parts.arcade
             CreditsRoutes<GatewayRequestContext>(
@@ -70,13 +79,13 @@ enum HTTPServer {
             PrizeRoutes<GatewayRequestContext>(keeper: prizes, providers: parts.config.im.providers.sorted(), logger: parts.logger)
                 .add(reads: reads, admin: admin)
             if admin != nil {
-                ParcelsDashboardRoutes<GatewayRequestContext>().add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
+                OperatorPageRoutes<GatewayRequestContext>.parcels.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
             }
         }
         if let feed = parts.feed {
             DashboardRoutes<GatewayRequestContext>(
                 feed: feed, arcade: parts.arcade, gatewayID: parts.config.gateway.id,
-                statsInterval: parts.config.gateway.statsInterval, admin: parts.config.http.adminToken != nil,
+                statsInterval: parts.config.gateway.statsInterval, admin: parts.config.http.hasAdmin,
                 parcels: parts.prizes != nil && admin != nil, credits: parts.wallets != nil, uptime: parts.uptime, now: parts.now
             ).add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)), reads: reads)
         }

@@ -117,6 +117,8 @@ struct MachineObject: Encodable, Sendable {
     /// absent while they do not apply.
     var fault: MachineFault?
     var reason: String?
+    /// Games left before the next full-power grab (SPEC §16), with `guarantee_after`.
+    var playsUntilGuarantee: Int?
 
     struct Camera: Codable, Sendable {
         var id: String
@@ -155,6 +157,7 @@ struct MachineObject: Encodable, Sendable {
         player = snapshot.player
         fault = snapshot.fault
         reason = snapshot.reason
+        playsUntilGuarantee = snapshot.playsUntilGuarantee
     }
 
     enum CodingKeys: String, CodingKey {
@@ -163,6 +166,7 @@ struct MachineObject: Encodable, Sendable {
         case online, state, paused, suspect
         case queueLength = "queue_length"
         case player, cameras, fault, reason
+        case playsUntilGuarantee = "plays_until_guarantee"
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -179,6 +183,7 @@ struct MachineObject: Encodable, Sendable {
         try container.encode(cameras, forKey: .cameras)
         try container.encodeIfPresent(fault, forKey: .fault)
         try container.encodeIfPresent(reason, forKey: .reason)
+        try container.encodeIfPresent(playsUntilGuarantee, forKey: .playsUntilGuarantee)
     }
 }
 

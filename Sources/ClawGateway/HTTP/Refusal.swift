@@ -70,11 +70,12 @@ extension Refusal {
         switch scope {
         case .admin:
             Refusal(
-                .unauthorized, code: "unauthorized", "Send the admin token (\(section).admin_token) as Authorization: Bearer <token>.")
+                .unauthorized, code: "unauthorized",
+                "Send the admin token (\(section).admin_token) or an admin operator's token as Authorization: Bearer <token>.")
         default:
             Refusal(
                 .unauthorized, code: "unauthorized",
-                "Send the read token (\(section).read_token) or the admin token as Authorization: Bearer <token>.")
+                "Send the read token (\(section).read_token), the admin token or an operator's token as Authorization: Bearer <token>.")
         }
     }
 

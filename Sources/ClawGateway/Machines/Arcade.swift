@@ -39,7 +39,7 @@ final class Arcade: Sendable {
     /// the gateway unsubscribes their topics and drops them from the chain's
     /// directory.
     let departures: AsyncStream<Machine>
-    private let clock: GameClock
+    let clock: GameClock
     private let environment: MachineEnvironment
     private let table: Mutex<Table>
 

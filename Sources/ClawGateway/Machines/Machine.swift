@@ -287,30 +287,35 @@ final class Machine: Sendable {
     }
 
     // MARK: Operators
+    //
+    // Every change an operator asks for carries its ``AuditDraft``: the
+    // entry is written with the change, in the same transaction (SPEC §16),
+    // showing the machine as ``OperatorView`` sees it before and after.
 
     /// Stops offering turns; the queue and a game in progress go on.
-    func pause() -> (Bool, StorageWriter.Ticket?) {
-        transition { game, context in game.pause(context) }
+    func pause(_ audit: AuditDraft) -> (Bool, StorageWriter.Ticket?) {
+        transition(audit: MachineAudit(audit)) { game, context in game.pause(context) }
     }
 
-    func resume() -> (Bool, StorageWriter.Ticket?) {
-        transition { game, context in game.resume(context) }
+    func resume(_ audit: AuditDraft) -> (Bool, StorageWriter.Ticket?) {
+        transition(audit: MachineAudit(audit)) { game, context in game.resume(context) }
     }
 
     /// Takes the machine out of play by hand (after its game in progress)
     /// or puts it back (SPEC §12).
-    func maintain(on: Bool, reason: String?) -> (Bool, StorageWriter.Ticket?) {
-        transition { game, context in game.maintain(on: on, reason: reason, context) }
+    func maintain(on: Bool, reason: String?, _ audit: AuditDraft) -> (Bool, StorageWriter.Ticket?) {
+        transition(audit: MachineAudit(audit)) { game, context in game.maintain(on: on, reason: reason, context) }
     }
 
-    /// Sends the PC a reset (1002); see ``MachineState/reset(_:)``.
-    func reset() -> MachineState.ResetOutcome {
-        transition { game, context in game.reset(context) }.0
+    /// Sends the PC a reset (1002); see ``MachineState/reset(_:)``. Only a
+    /// reset sent is an entry: a refused one changed nothing.
+    func reset(_ audit: AuditDraft) -> (MachineState.ResetOutcome, StorageWriter.Ticket?) {
+        transition(audit: MachineAudit(audit) { if case .sent = $0 { true } else { false } }) { game, context in game.reset(context) }
     }
 
     /// A reload changed the machine's config or the game's settings
     /// (``MachineState/reconfigure(_:settings:_:)``). The machine's id and
-    /// topics stay.
+    /// topics stay. The reload's audit entry is the reloader's.
     func reconfigure(_ config: MachineConfig, settings: GameSettings) {
         _ = transition { game, context in game.reconfigure(config, settings: settings, context) }
     }
@@ -329,8 +334,8 @@ final class Machine: Sendable {
 
     /// Sets the board settings over the file's, or back to the file's (nil):
     /// from the next coin (``MachineState/setSettings(_:_:)``).
-    func setSettings(_ settings: MachineSettings?) -> (Bool, StorageWriter.Ticket?) {
-        transition { game, context in game.setSettings(settings, context) }
+    func setSettings(_ settings: MachineSettings?, _ audit: AuditDraft) -> (Bool, StorageWriter.Ticket?) {
+        transition(audit: MachineAudit(audit)) { game, context in game.setSettings(settings, context) }
     }
 
     /// The board settings the next coin carries, and whether an operator set them.
@@ -348,8 +353,10 @@ final class Machine: Sendable {
 
     /// An operator sets the machine's stock of prizes or adds to it, with a
     /// reason (SPEC §15; ``MachineState/restock(_:reason:_:)``).
-    func restock(_ change: StockChange, reason: String) -> (MachineState.Restock, StorageWriter.Ticket?) {
-        transition { game, context in game.restock(change, reason: reason, context) }
+    func restock(_ change: StockChange, reason: String, _ audit: AuditDraft) -> (MachineState.Restock, StorageWriter.Ticket?) {
+        transition(audit: MachineAudit(audit) { if case .stock = $0 { true } else { false } }) { game, context in
+            game.restock(change, reason: reason, context)
+        }
     }
 
     /// The machine's prize and its counted stock (nil: never set), as they now are.
@@ -358,20 +365,45 @@ final class Machine: Sendable {
     }
 
     /// Ends the current turn as `skipped`; false when nobody holds the machine.
-    func skip() -> (Bool, StorageWriter.Ticket?) {
-        transition { game, context in game.skip(context) }
+    func skip(_ audit: AuditDraft) -> (Bool, StorageWriter.Ticket?) {
+        transition(audit: MachineAudit(audit)) { game, context in game.skip(context) }
     }
 
     /// Takes a player out of the queue, or ends their turn as `skipped`;
     /// `provider` is needed only when the account is there for both.
-    func remove(accid: String, provider: String?) -> (MachineState.Removal, StorageWriter.Ticket?) {
-        transition { game, context in game.remove(accid: accid, provider: provider, context) }
+    func remove(accid: String, provider: String?, _ audit: AuditDraft) -> (MachineState.Removal, StorageWriter.Ticket?) {
+        transition(audit: MachineAudit(audit) { $0 == .removed }) { game, context in
+            game.remove(accid: accid, provider: provider, context)
+        }
+    }
+
+    /// An operator's correction of an ended game's result (SPEC §16;
+    /// ``MachineState/correct(_:_:)``), written with its audit entry: the
+    /// outcome counted and the prize's state, before and after.
+    func correct(_ change: ResultCorrection, _ audit: AuditDraft) -> (MachineState.Corrected, StorageWriter.Ticket?) {
+        let before = AuditValue(CorrectionView(outcome: change.game.countedOutcome, prize: change.prize?.state))
+        let shows: (before: AuditValue, after: (MachineState.Corrected) -> AuditValue) = (
+            before,
+            { outcome in
+                guard case .corrected(let prize) = outcome else { return before }
+                return AuditValue(CorrectionView(outcome: change.correction.outcome, prize: prize?.state))
+            }
+        )
+        let result = transition(audit: MachineAudit(audit, shows: shows) { if case .corrected = $0 { true } else { false } }) { game, context in
+            game.correct(change, context)
+        }
+        if case .corrected = result.0, let ended = change.game.endedAt.flatMap(Timestamp.date) {
+            let wins = (change.correction.outcome == .won ? 1 : 0) - (change.game.countedOutcome == .won ? 1 : 0)
+            if wins != 0 { metrics.stats.corrected(endedAt: ended, wins: wins) }
+        }
+        return result
     }
 
     // MARK: Transitions and their effects
 
     /// Runs one transition under the lock, then carries out its effects.
     private func transition<Outcome: Sendable>(
+        audit: MachineAudit<Outcome>? = nil,
         _ body: (inout MachineState, TransitionContext) -> Step<Outcome>,
         afterwards: (inout Guarded) -> Void = { _ in },
         then: (inout Guarded, Outcome) -> Void = { _, _ in }
@@ -384,7 +416,12 @@ final class Machine: Sendable {
                 let context = TransitionContext(
                     now: environment.clock.moment(), brokerConnected: connected, storageWritable: writable, wallets: money.book,
                     chainLedger: money.chain)
-                let step = body(&guarded.game, context)
+                let before = audit.map { $0.shows?.before ?? AuditValue(OperatorView(guarded.game)) }
+                var step = body(&guarded.game, context)
+                if let audit, let before, audit.accepted(step.outcome) {
+                    let after = audit.shows.map { $0.after(step.outcome) } ?? AuditValue(OperatorView(guarded.game))
+                    step.writes.append(.audit(audit.draft.entry(before: before, after: after, at: context.now.wall)))
+                }
                 return (step, step.writes)
             }
             then(&guarded, step.outcome)
@@ -703,4 +740,51 @@ struct MachineTopics: Sendable {
         events = topics.machine(machine.id, .events)
         stats = topics.machine(machine.id, .stats)
     }
+}
+
+/// An operator's change of a machine as its transition records it (SPEC §16).
+struct MachineAudit<Outcome: Sendable> {
+    var draft: AuditDraft
+    /// Whether the outcome is a change made (or asked and already so), not a refusal: a refused request is no entry.
+    var accepted: (Outcome) -> Bool
+    /// What the entry shows before and after; nil: the machine as ``OperatorView`` sees it.
+    var shows: (before: AuditValue, after: (Outcome) -> AuditValue)?
+
+    init(
+        _ draft: AuditDraft, shows: (before: AuditValue, after: (Outcome) -> AuditValue)? = nil,
+        accepted: @escaping (Outcome) -> Bool = { _ in true }
+    ) {
+        self.draft = draft
+        self.shows = shows
+        self.accepted = accepted
+    }
+}
+
+/// A machine as the audit trail shows it before and after an operator's
+/// change: what operators change, nothing of the players' but the one who
+/// holds the machine and how many wait.
+struct OperatorView: Encodable {
+    var state: MachineStatus
+    var paused: Bool
+    var maintenance: Maintenance?
+    var settings: MachineSettings?
+    var stock: Int64?
+    var player: String?
+    var waiting: Int
+
+    init(_ game: MachineState) {
+        state = game.status
+        paused = game.paused
+        maintenance = game.maintenance
+        settings = game.settingsOverride
+        stock = game.countedStock
+        player = game.phase.turn.map { "\($0.player.provider)/\($0.player.accid)" }
+        waiting = game.waiting.count
+    }
+}
+
+/// A game as the audit trail shows its correction: the outcome counted, and its prize's state.
+struct CorrectionView: Encodable {
+    var outcome: GameOutcome?
+    var prize: PrizeState?
 }

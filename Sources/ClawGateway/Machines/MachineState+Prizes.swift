@@ -24,27 +24,35 @@ extension MachineState {
     /// (none at 0: the prize is made all the same, oversold), the player
     /// told (15), and the stock's events.
     mutating func makePrize(_ turn: Turn, _ fx: inout Effects) {
+        makePrize(game: turn.session, player: turn.player.address, &fx)
+    }
+
+    /// The prize of the won game `game` of `player`: at its end, or when an
+    /// operator's correction makes the win (SPEC §16: `correction` their
+    /// reason, the stock line a `corrected` one).
+    mutating func makePrize(game: String, player: PlayerAddress, correction: String? = nil, _ fx: inout Effects) {
         guard let kind = machine.prize else { return }
-        let id = PrizeRow.id(ofGame: turn.session)
+        let id = PrizeRow.id(ofGame: game)
         var oversold = false
         if let level = stock {
             oversold = level.stock == 0
-            logStock(oversold ? .oversold : .won, change: oversold ? 0 : -1, reason: nil, game: turn.session, &fx)
+            let line: StockEntry.Kind = correction != nil ? .corrected : oversold ? .oversold : .won
+            logStock(line, change: oversold ? 0 : -1, reason: correction, game: game, &fx)
         }
         let prize = PrizeRow(
-            id: id, game: turn.session, machine: self.id, player: turn.player.address, prize: kind.id, name: kind.name, cost: kind.cost,
+            id: id, game: game, machine: self.id, player: player, prize: kind.id, name: kind.name, cost: kind.cost,
             exchange: kind.exchange, wonAt: fx.now.wall, oversold: oversold)
         fx.writes.append(.prize(prize))
         let left = stock?.stock
         emit(.prizeWon, &fx) {
-            $0.set(turn.player.address)
-            $0.session = turn.session
+            $0.set(player)
+            $0.session = game
             $0.data = id
             $0.reason = kind.id
             $0.stock = left
             $0.oversold = oversold ? true : nil
         }
-        reply(turn.player.address, Self.prizeChanged(prize, state: .held), .high, &fx)
+        reply(player, Self.prizeChanged(prize, state: .held), .high, &fx)
         guard let left, !oversold else { return }
         if left == kind.lowAt { emit(.lowStock, &fx) { $0.stock = left } }
         if left == 0 { emit(.outOfStock, &fx) { $0.stock = 0 } }
@@ -103,7 +111,7 @@ extension MachineState {
 
     /// Appends a line to the stock log and moves the stock by `change` (or
     /// to `setTo`): written in this transition, shown in the snapshot.
-    private mutating func logStock(
+    mutating func logStock(
         _ kind: StockEntry.Kind, change: Int64, setTo: Int64? = nil, reason: String?, game: String?, _ fx: inout Effects
     ) {
         let number = (stock?.changes ?? 0) + 1

@@ -168,12 +168,14 @@ extension MachineState {
         guard case .offered(var turn) = phase else { return .ignored("the game has already started") }
         let serial = takeSerial()
         let now = fx.now
+        let coin = boardSettings.coin(lostInARow: lostInARow)
         fx.list.append(
             .command(
                 WireMessage(
                     .addCoins, data: String(settings.coinsPerGame), serial: serial, session: turn.session, player: turn.player.accid,
-                    settings: boardSettings.coin(lostInARow: lostInARow)),
+                    settings: coin),
                 camera: false))
+        turn.strong = coin.strong
         acks.insert(PendingAck(sentAt: now.uptime, command: .addCoins, session: turn.session), serial: serial)
         turn.startedAt = now.wall
         turn.deadline = now.uptime + settings.playTimeout

@@ -53,6 +53,8 @@ struct MachineState: Sendable {
         var coinSerial: Int64?
         /// The PC acked the coin: it started this game.
         var coinAcked = false
+        /// The coin was the full-power grab (SPEC §12): the record says so, for the fairness report.
+        var strong = false
         /// What the player paid for the game (SPEC §11); nil: nothing. In a
         /// chain, what the chain's ledger was asked to debit for it, from the
         /// ask on: a turn that ends with it set asks for it back (the
@@ -226,7 +228,17 @@ struct MachineState: Sendable {
                     deadline: deadline.map { Timestamp.string(now.wall(at: $0)) }, isContinue: turn.isContinue)
             },
             waiting: waiting.map { WaitingPlayer(accid: $0.accid, provider: $0.provider, nick: $0.nick) },
-            fault: maintenance?.fault, reason: maintenance?.reason, stock: countedStock)
+            fault: maintenance?.fault, reason: maintenance?.reason, stock: countedStock,
+            playsUntilGuarantee: playsUntilGuarantee)
+    }
+
+    /// Games left before the next full-power grab (SPEC §16); nil without
+    /// `guarantee_after`. Counted over `won` and `lost` games as the coin
+    /// decides them (``MachineSettings/coin(lostInARow:)``), so a
+    /// correction does not move it.
+    var playsUntilGuarantee: Int? {
+        let after = boardSettings.guaranteeAfter
+        return after > 0 ? max(0, after - lostInARow) : nil
     }
 
     /// The earliest moment at which ``expire(_:)`` has something to do: the
@@ -436,7 +448,7 @@ struct MachineState: Sendable {
         GameRow(
             id: turn.session, machine: id, player: turn.player.accid, nick: turn.player.nick,
             provider: turn.player.provider, offeredAt: turn.offeredAt, startedAt: turn.startedAt, endedAt: endedAt,
-            outcome: outcome, commands: turn.commands, resultSerial: turn.resultSerial)
+            outcome: outcome, commands: turn.commands, resultSerial: turn.resultSerial, strong: turn.strong)
     }
 
     /// Runs `body` on the turn where it is, without copying it: the phase is

@@ -86,6 +86,16 @@ final class MachineStats: Sendable {
         }
     }
 
+    /// An operator's correction (SPEC §16) of a game that ended at `endedAt`
+    /// added a win (1) or took one back (-1): today's wins count it when the game ended today.
+    func corrected(endedAt: Date, wins: Int) {
+        let day = calendar.startOfDay(for: endedAt)
+        figures.withLock { figures in
+            guard day == figures.today.day else { return }
+            figures.today.wins = max(0, figures.today.wins + wins)
+        }
+    }
+
     /// The interval's figures and today's counts at `wall`; the interval's start afresh.
     func take(at wall: Date) -> (Interval, Today) {
         let day = calendar.startOfDay(for: wall)

@@ -10,11 +10,14 @@ enum PrizeState: String, Sendable, Equatable, CaseIterable, Codable {
     case shipped
     case delivered
     case exchanged
+    /// Its win was taken back by an operator's correction (SPEC §16) while
+    /// it was still held; a later correction to `won` holds it again.
+    case voided
 
     /// Whether a prize may go from this state to `next`.
     func mayBecome(_ next: PrizeState) -> Bool {
         switch (self, next) {
-        case (.held, .toShip), (.held, .exchanged), (.toShip, .shipped), (.shipped, .delivered): true
+        case (.held, .toShip), (.held, .exchanged), (.toShip, .shipped), (.shipped, .delivered), (.held, .voided), (.voided, .held): true
         default: false
         }
     }
@@ -116,6 +119,8 @@ struct StockEntry: Sendable, Equatable {
         case won
         /// A win found the stock at 0: its prize is made all the same, marked oversold.
         case oversold
+        /// An operator's correction (SPEC §16) made a win (one taken) or took one back (one given back).
+        case corrected
     }
 
     var machine: String

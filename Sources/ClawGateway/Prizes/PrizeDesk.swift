@@ -76,13 +76,17 @@ final class PrizeDesk: PrizeKeeper, Service {
 
     // MARK: The player's choice
 
-    func ship(_ ids: [String], of player: PlayerAddress, to address: ShippingAddress) async throws(PrizeRefusal) -> ParcelRow {
+    func ship(_ ids: [String], of player: PlayerAddress, to address: ShippingAddress, audit: AuditDraft?) async throws(PrizeRefusal) -> ParcelRow {
         try await inTurn { () throws(PrizeRefusal) in
             let prizes = try await held(ids, of: player)
             let now = clock.wallNow()
             let parcel = ParcelRow(
                 id: "parcel-" + Signatures.nonce(bytes: 8), player: player, state: .toShip, address: address, createdAt: now, prizes: ids)
-            let ticket = writer.submit([.parcel(parcel), .prizes(ids, .toShip, parcel: parcel.id, at: now)], machine: -1)
+            let audited = audit.map {
+                StoreChange.audit(
+                    $0.entry(before: AuditValue(PrizeStates(prizes, parcel: nil)), after: AuditValue(PrizeStates(prizes, to: .toShip, parcel: parcel.id)), at: now))
+            }
+            let ticket = writer.submit([.parcel(parcel), .prizes(ids, .toShip, parcel: parcel.id, at: now)] + (audited.map { [$0] } ?? []), machine: -1)
             remember(prizes: ids, .toShip, parcel: parcel.id, parcelRow: parcel, ticket: ticket)
             try await durable(ticket)
             for prize in prizes { tellChange(prize, .toShip) }
@@ -90,14 +94,21 @@ final class PrizeDesk: PrizeKeeper, Service {
         }
     }
 
-    func exchange(_ id: String, of player: PlayerAddress) async throws(PrizeRefusal) -> (PrizeRow, balance: Int64) {
+    func exchange(_ id: String, of player: PlayerAddress, audit: AuditDraft?) async throws(PrizeRefusal) -> (PrizeRow, balance: Int64) {
         try await inTurn { () throws(PrizeRefusal) in
             guard var prize = try await held([id], of: player).first else { throw .unknownPrize(id) }
             guard prize.exchange > 0, let wallets else { throw .notExchangeable(id) }
             let now = clock.wallNow()
             let entry = LedgerEntry(wallet: player, kind: .exchange, credits: prize.exchange, key: prize.id, reason: nil, digest: nil, at: now)
             let (balance, ticket) = wallets.transact(machine: -1) { money in
-                ((money.book?.balance(of: player) ?? 0) + prize.exchange, [.ledger(entry), .prizes([id], .exchanged, parcel: nil, at: now)])
+                let before = money.book?.balance(of: player) ?? 0
+                let audited = audit.map {
+                    StoreChange.audit(
+                        $0.entry(
+                            before: AuditValue(PrizeStates([prize], parcel: nil, balance: before)),
+                            after: AuditValue(PrizeStates([prize], to: .exchanged, parcel: nil, balance: before + prize.exchange)), at: now))
+                }
+                return (before + prize.exchange, [.ledger(entry), .prizes([id], .exchanged, parcel: nil, at: now)] + (audited.map { [$0] } ?? []))
             }
             guard let ticket else { throw .unavailable }
             remember(prizes: [id], .exchanged, parcel: nil, ticket: ticket)
@@ -116,8 +127,8 @@ final class PrizeDesk: PrizeKeeper, Service {
 
     // MARK: Shipping
 
-    func shipped(_ id: String, carrier: String, tracking: String) async throws(PrizeRefusal) -> ParcelRow {
-        try await move(parcel: id, from: .toShip) { parcel, now in
+    func shipped(_ id: String, carrier: String, tracking: String, audit: AuditDraft) async throws(PrizeRefusal) -> ParcelRow {
+        try await move(parcel: id, from: .toShip, audit: audit) { parcel, now in
             parcel.state = .shipped
             parcel.carrier = carrier
             parcel.tracking = tracking
@@ -125,15 +136,17 @@ final class PrizeDesk: PrizeKeeper, Service {
         }
     }
 
-    func delivered(_ id: String) async throws(PrizeRefusal) -> ParcelRow {
-        try await move(parcel: id, from: .shipped) { parcel, now in
+    func delivered(_ id: String, audit: AuditDraft) async throws(PrizeRefusal) -> ParcelRow {
+        try await move(parcel: id, from: .shipped, audit: audit) { parcel, now in
             parcel.state = .delivered
             parcel.deliveredAt = now
         }
     }
 
     /// A parcel one step forward, its prizes with it, each told to its player.
-    private func move(parcel id: String, from state: ParcelState, _ change: (inout ParcelRow, Date) -> Void) async throws(PrizeRefusal)
+    private func move(
+        parcel id: String, from state: ParcelState, audit: AuditDraft, _ change: (inout ParcelRow, Date) -> Void
+    ) async throws(PrizeRefusal)
         -> ParcelRow
     {
         try await inTurn { () throws(PrizeRefusal) in
@@ -146,9 +159,11 @@ final class PrizeDesk: PrizeKeeper, Service {
             guard var parcel = kept else { throw .unknownParcel(id) }
             guard parcel.state == state else { throw .parcelState(id, parcel.state) }
             let now = clock.wallNow()
+            let before = AuditValue(ParcelView(parcel))
             change(&parcel, now)
             let prizeState: PrizeState = parcel.state == .shipped ? .shipped : .delivered
-            let ticket = writer.submit([.parcel(parcel), .prizes(parcel.prizes, prizeState, parcel: id, at: now)], machine: -1)
+            let entry = audit.entry(before: before, after: AuditValue(ParcelView(parcel)), at: now)
+            let ticket = writer.submit([.parcel(parcel), .prizes(parcel.prizes, prizeState, parcel: id, at: now), .audit(entry)], machine: -1)
             remember(prizes: parcel.prizes, prizeState, parcel: id, parcelRow: parcel, ticket: ticket)
             try await durable(ticket)
             let prizes: [String: PrizeRow]
@@ -191,6 +206,32 @@ final class PrizeDesk: PrizeKeeper, Service {
             logger.warning("Delivered parcels' addresses not forgotten now; tried again later", metadata: error.shape.metadata())
             return 0
         }
+    }
+
+    // MARK: Corrections
+
+    /// Runs an operator's correction of `game`'s result (SPEC §16) in the
+    /// desk's lane, so that it and a choice made for the game's prize (an
+    /// exchange racing the win taken back) are taken one after the other:
+    /// `body` gets the game's prize as the desk sees it, makes the
+    /// correction durable and returns the prize as it left it.
+    func correcting<T: Sendable>(
+        game: String, _ body: (PrizeRow?) async throws -> (T, ticket: StorageWriter.Ticket?, prize: PrizeRow?)
+    ) async throws -> T {
+        guard writer.isWritable else { throw PrizeRefusal.unavailable.refusal }
+        do { try await lane.acquire() } catch { throw PrizeRefusal.unavailable.refusal }
+        defer { lane.release() }
+        forgetDurable()
+        let id = PrizeRow.id(ofGame: game)
+        let kept: PrizeRow?
+        do {
+            kept = try await store.prizes(ids: [id])[id].map(seen)
+        } catch {
+            throw failed(error, "A game's prize not read for its correction").refusal
+        }
+        let (result, ticket, prize) = try await body(kept)
+        if let ticket, let prize, prize.state != kept?.state { remember(prizes: [prize.id], prize.state, parcel: nil, ticket: ticket) }
+        return result
     }
 
     // MARK: Helpers
@@ -264,5 +305,35 @@ final class PrizeDesk: PrizeKeeper, Service {
     private func failed(_ error: StorageError, _ message: Logger.Message) -> PrizeRefusal {
         logger.warning(message, metadata: error.shape.metadata())
         return .unavailable
+    }
+}
+
+/// Prizes as the audit trail shows them before and after a choice an
+/// operator made for their player: each prize's state, its parcel, and
+/// for an exchange the wallet's balance.
+struct PrizeStates: Encodable {
+    var prizes: [String: String]
+    var parcel: String?
+    var balance: Int64?
+
+    init(_ prizes: [PrizeRow], to state: PrizeState? = nil, parcel: String?, balance: Int64? = nil) {
+        self.prizes = Dictionary(prizes.map { ($0.id, (state ?? $0.state).rawValue) }, uniquingKeysWith: { a, _ in a })
+        self.parcel = parcel
+        self.balance = balance
+    }
+}
+
+/// A parcel as the audit trail shows it: its state and carrier, never its address.
+struct ParcelView: Encodable {
+    var state: String
+    var carrier: String?
+    var tracking: String?
+    var prizes: [String]
+
+    init(_ parcel: ParcelRow) {
+        state = parcel.state.rawValue
+        carrier = parcel.carrier
+        tracking = parcel.tracking
+        prizes = parcel.prizes
     }
 }

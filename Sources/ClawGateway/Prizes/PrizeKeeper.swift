@@ -9,22 +9,23 @@ import Protocol
 ///
 /// Every change is on disk before it is answered, and told to the player
 /// (15, and 14 for the credits of an exchange) once it is. A refusal changes
-/// nothing.
+/// nothing. A change an operator makes carries its ``AuditDraft``: the
+/// entry is written with the change (SPEC §16); nil for a player's own choice.
 protocol PrizeKeeper: Sendable {
     /// A player's prizes, newest first, each with its parcel (no address).
     func prizes(of player: PlayerAddress, limit: Int, offset: Int) async throws(PrizeRefusal) -> [(prize: PrizeRow, parcel: ParcelRow?)]
     /// One parcel of `prizes` (held, the player's) to `address`: the prizes `to_ship`.
-    func ship(_ prizes: [String], of player: PlayerAddress, to address: ShippingAddress) async throws(PrizeRefusal) -> ParcelRow
+    func ship(_ prizes: [String], of player: PlayerAddress, to address: ShippingAddress, audit: AuditDraft?) async throws(PrizeRefusal) -> ParcelRow
     /// The player's held prize taken as credits: an `exchange` entry of its
     /// worth, keyed by the prize, and the prize `exchanged`. Returns the
     /// prize and the wallet's balance after it.
-    func exchange(_ prize: String, of player: PlayerAddress) async throws(PrizeRefusal) -> (PrizeRow, balance: Int64)
+    func exchange(_ prize: String, of player: PlayerAddress, audit: AuditDraft?) async throws(PrizeRefusal) -> (PrizeRow, balance: Int64)
     /// Parcels in `state` (all when nil), oldest first, with address and prizes.
     func parcels(state: ParcelState?, limit: Int, offset: Int) async throws(PrizeRefusal) -> [ParcelRow]
     /// A parcel `to_ship` handed to `carrier` with `tracking`: `shipped`.
-    func shipped(_ parcel: String, carrier: String, tracking: String) async throws(PrizeRefusal) -> ParcelRow
+    func shipped(_ parcel: String, carrier: String, tracking: String, audit: AuditDraft) async throws(PrizeRefusal) -> ParcelRow
     /// A `shipped` parcel reached its player: `delivered`.
-    func delivered(_ parcel: String) async throws(PrizeRefusal) -> ParcelRow
+    func delivered(_ parcel: String, audit: AuditDraft) async throws(PrizeRefusal) -> ParcelRow
 }
 
 /// Why a player's choice or an operator's shipping was refused; nothing changed.

@@ -3,33 +3,10 @@ import Hummingbird
 import Logging
 import Protocol
 
-/// One change an operator makes (SPEC §15's stock, ship, shipped,
-/// delivered; SPEC §16's audit trail takes its entries from here): the
-/// route's verb, what it acts on, the operator's reason. Every operator
-/// action of the prizes goes through ``perform(_:logger:_:)``, one shape for
-/// all, done (durable) before it is answered. What it logs names the target,
-/// never an address.
-struct OperatorAction: Sendable, Equatable {
-    /// The route's verb: `stock`, `ship`, `shipped`, `delivered`, `exchange`.
-    var action: String
-    /// What it acts on: `machine/m1`, `parcel/parcel-…`, `player/netease/alice`.
-    var target: String
-    var reason: String? = nil
-
-    /// Runs the action; logs it once it is done.
-    static func perform(_ action: OperatorAction, logger: Logger, _ body: () async throws -> Response) async throws -> Response {
-        let response = try await body()
-        var metadata: Logger.Metadata = ["operator.action": .string(action.action), "operator.target": .string(action.target)]
-        if let reason = action.reason { metadata["operator.reason"] = .string(reason) }
-        logger.notice("Operator action done", metadata: metadata)
-        return response
-    }
-}
-
 /// The prizes' routes (SPEC §15) over any ``PrizeKeeper``: a site's, or
 /// the chain recorder's. A player's list behind the read token; the
 /// choices made for a player, and the shipping, behind the admin token.
-struct PrizeRoutes<Context: RequestContext>: Sendable {
+struct PrizeRoutes<Context: OperatorRequestContext>: Sendable {
     let keeper: any PrizeKeeper
     /// The IM providers players come through: a player of another is no one's.
     let providers: [String]
@@ -47,16 +24,18 @@ struct PrizeRoutes<Context: RequestContext>: Sendable {
         admin.post("/v1/players/:provider/:account/prizes/ship") { request, context in
             let player = try CreditsRoutes<Context>.player(context, providers: providers)
             let (ids, address) = try PrizeRequests.ship(try await body(request))
-            return try await OperatorAction.perform(.init(action: "ship", target: target(player)), logger: logger) {
-                let parcel = try await answer { () throws(PrizeRefusal) in try await keeper.ship(ids, of: player, to: address) }
+            let audit = context.audit(.ship, target: AuditTarget.player(player))
+            return try await OperatorAction.perform(audit, logger: logger) {
+                let parcel = try await answer { () throws(PrizeRefusal) in try await keeper.ship(ids, of: player, to: address, audit: audit) }
                 return JSONResponse.make(.ok, ParcelAnswer(parcel))
             }
         }
         admin.post("/v1/players/:provider/:account/prizes/exchange") { request, context in
             let player = try CreditsRoutes<Context>.player(context, providers: providers)
             let id = try PrizeRequests.exchange(try await body(request))
-            return try await OperatorAction.perform(.init(action: "exchange", target: target(player)), logger: logger) {
-                let (prize, balance) = try await answer { () throws(PrizeRefusal) in try await keeper.exchange(id, of: player) }
+            let audit = context.audit(.exchange, target: AuditTarget.player(player))
+            return try await OperatorAction.perform(audit, logger: logger) {
+                let (prize, balance) = try await answer { () throws(PrizeRefusal) in try await keeper.exchange(id, of: player, audit: audit) }
                 return JSONResponse.make(.ok, ExchangeAnswer(prize: PrizeAnswer(prize, parcel: nil), credits: prize.exchange, balance: balance))
             }
         }
@@ -70,22 +49,22 @@ struct PrizeRoutes<Context: RequestContext>: Sendable {
         admin.post("/v1/parcels/:parcel/shipped") { request, context in
             let id = try context.pathParameter("parcel")
             let (carrier, tracking) = try PrizeRequests.shipped(try await body(request))
-            return try await OperatorAction.perform(.init(action: "shipped", target: "parcel/\(id)"), logger: logger) {
-                let parcel = try await answer { () throws(PrizeRefusal) in try await keeper.shipped(id, carrier: carrier, tracking: tracking) }
+            let audit = context.audit(.shipped, target: AuditTarget.parcel(id))
+            return try await OperatorAction.perform(audit, logger: logger) {
+                let parcel = try await answer { () throws(PrizeRefusal) in
+                    try await keeper.shipped(id, carrier: carrier, tracking: tracking, audit: audit)
+                }
                 return JSONResponse.make(.ok, ParcelAnswer(parcel))
             }
         }
         admin.post("/v1/parcels/:parcel/delivered") { _, context in
             let id = try context.pathParameter("parcel")
-            return try await OperatorAction.perform(.init(action: "delivered", target: "parcel/\(id)"), logger: logger) {
-                let parcel = try await answer { () throws(PrizeRefusal) in try await keeper.delivered(id) }
+            let audit = context.audit(.delivered, target: AuditTarget.parcel(id))
+            return try await OperatorAction.perform(audit, logger: logger) {
+                let parcel = try await answer { () throws(PrizeRefusal) in try await keeper.delivered(id, audit: audit) }
                 return JSONResponse.make(.ok, ParcelAnswer(parcel))
             }
         }
-    }
-
-    private func target(_ player: PlayerAddress) -> String {
-        "player/\(player.provider)/\(player.accid)"
     }
 
     private func body(_ request: Request) async throws -> [UInt8] {
@@ -113,7 +92,7 @@ struct PrizeRoutes<Context: RequestContext>: Sendable {
 
 /// A site's stock routes (SPEC §15): the stock is each machine's, kept by
 /// the machine's transitions (a restock never crosses a win).
-struct StockRoutes<Context: RequestContext>: Sendable {
+struct StockRoutes<Context: OperatorRequestContext>: Sendable {
     let arcade: Arcade
     let logger: Logger
 
@@ -125,8 +104,9 @@ struct StockRoutes<Context: RequestContext>: Sendable {
         admin?.post("/v1/machines/:id/stock") { request, context in
             let machine = try arcade.machine(in: context)
             let (change, reason) = try PrizeRequests.stock(Array(buffer: try await request.body.collect(upTo: PrizeRequests.maxBody)))
-            return try await OperatorAction.perform(.init(action: "stock", target: "machine/\(machine.id)", reason: reason), logger: logger) {
-                let (outcome, ticket) = machine.restock(change, reason: reason)
+            let audit = context.audit(.stock, target: AuditTarget.machine(machine.id), reason: reason)
+            return try await OperatorAction.perform(audit, logger: logger) {
+                let (outcome, ticket) = machine.restock(change, reason: reason, audit)
                 switch outcome {
                 case .stock:
                     if let ticket, await !arcade.durable(ticket) {

@@ -20,6 +20,12 @@ struct EvidenceRow: Sendable, Equatable {
     var holdReason: String?
 }
 
+/// A game's clips as the audit trail shows a hold before and after it.
+struct HoldView: Encodable {
+    var held: Bool
+    var reason: String?
+}
+
 extension GameStore {
     static func registerEvidence(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("v12-evidence") { db in
@@ -72,14 +78,17 @@ extension GameStore {
                 for row in rows {
                     try db.execute(
                         sql: """
-                            INSERT INTO evidence (game, machine, camera, path, duration_s, bytes, missing, ended_at)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                            INSERT INTO evidence (game, machine, camera, path, duration_s, bytes, missing, ended_at, held, hold_reason)
+                            SELECT ?, ?, ?, ?, ?, ?, ?, ?, corrected IS NOT NULL,
+                                CASE WHEN corrected IS NOT NULL THEN 'result corrected' END
+                            FROM (SELECT (SELECT corrected FROM games WHERE id = ?) AS corrected) WHERE true
                             ON CONFLICT (game, camera) DO UPDATE SET path = excluded.path, duration_s = excluded.duration_s,
                                 bytes = excluded.bytes, missing = excluded.missing
                             """,
+                        // A game corrected before its clips were cut has them held from the start (SPEC §16).
                         arguments: [
                             row.game, row.machine, row.camera, row.path, row.durationSeconds, row.bytes, row.missing,
-                            Timestamp.string(row.endedAt),
+                            Timestamp.string(row.endedAt), row.game,
                         ])
                 }
             }
@@ -147,14 +156,26 @@ extension GameStore {
         try await evidenceRows(sql: "WHERE machine = ? AND game = ? AND camera = ?", [machine, game, camera]).first
     }
 
-    /// Holds (or lets go) every clip of a game of `machine`; how many rows it touched.
-    func hold(machine: String, game: String, held: Bool, reason: String?) async throws(StorageError) -> Int {
+    /// Holds (or lets go) every clip of a game of `machine`; how many rows
+    /// it touched. An operator's hold is written with its audit entry (SPEC §16).
+    func hold(
+        machine: String, game: String, held: Bool, reason: String?, audit: AuditDraft? = nil, at: Date = Date()
+    ) async throws(StorageError) -> Int {
         do {
             return try await pool.write { db in
+                let before = try Row.fetchOne(
+                    db, sql: "SELECT MAX(held) AS held, MAX(hold_reason) AS reason FROM evidence WHERE machine = ? AND game = ?",
+                    arguments: [machine, game])
                 try db.execute(
                     sql: "UPDATE evidence SET held = ?, hold_reason = ? WHERE machine = ? AND game = ?",
                     arguments: [held, held ? reason : nil, machine, game])
-                return db.changesCount
+                let touched = db.changesCount
+                if touched > 0, let audit {
+                    let was = HoldView(held: (before?["held"] as Int64?) == 1, reason: before?["reason"])
+                    let entry = audit.entry(before: AuditValue(was), after: AuditValue(HoldView(held: held, reason: held ? reason : nil)), at: at)
+                    try Self.appendAudit(entry, db)
+                }
+                return touched
             }
         } catch {
             throw StorageError(path: path, operation: "hold a game's clips", underlying: error)

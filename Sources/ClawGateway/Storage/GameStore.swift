@@ -253,6 +253,8 @@ final class GameStore: Sendable {
         }
         registerExchange(&migrator)
         registerPrizes(&migrator)
+        registerAudit(&migrator)
+        registerCorrections(&migrator)
         return migrator
     }
 
@@ -385,7 +387,7 @@ final class GameStore: Sendable {
                     db,
                     sql: """
                         SELECT COALESCE(SUM(started_at >= ?1), 0) AS games,
-                               COALESCE(SUM(outcome = 'won' AND ended_at >= ?1), 0) AS wins
+                               COALESCE(SUM(\(Self.countedOutcome) = 'won' AND ended_at >= ?1), 0) AS wins
                         FROM games WHERE machine = ?2 AND offered_at >= ?3
                         """,
                     arguments: [start, machine, Timestamp.string(midnight.addingTimeInterval(-3600))])
@@ -411,7 +413,7 @@ final class GameStore: Sendable {
         let records = try Row.fetchAll(
             db,
             sql: """
-                SELECT id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands
+                SELECT id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands, corrected
                 FROM games WHERE machine = ? ORDER BY offered_at DESC, rowid DESC LIMIT ? OFFSET ?
                 """,
             arguments: [machine, limit, offset]
@@ -419,12 +421,17 @@ final class GameStore: Sendable {
         return try withEvidence(records, db)
     }
 
-    private static func record(_ row: Row) -> GameRecord {
-        GameRecord(
+    static func record(_ row: Row) -> GameRecord {
+        var record = GameRecord(
             id: row["id"], machine: row["machine"], player: row["player"], provider: row["provider"], nick: row["nick"],
             outcome: (row["outcome"] as String?).flatMap(GameOutcome.init(rawValue:)),
             offeredAt: row["offered_at"], startedAt: row["started_at"], endedAt: row["ended_at"],
             commands: row["commands"])
+        // Only where the query selected it.
+        if row.hasColumn("corrected") {
+            record.corrected = (row["corrected"] as String?).flatMap { JSONCoding.decode(GameCorrection.self, from: Array($0.utf8)) }
+        }
+        return record
     }
 
     /// Ended games numbered above `seq`, in order, at most `limit`: what a
@@ -518,6 +525,13 @@ final class GameStore: Sendable {
             try write(parcel, db)
         case .prizes(let ids, let state, let parcel, let at):
             try move(prizes: ids, to: state, parcel: parcel, at: at, db)
+        case .audit(let entry):
+            try appendAudit(entry, db)
+        case .correction(let game, let correction):
+            try correct(game: game, correction, db)
+        case .holdClips(let machine, let game, let reason):
+            try db.execute(
+                sql: "UPDATE evidence SET held = 1, hold_reason = ? WHERE machine = ? AND game = ?", arguments: [reason, machine, game])
         }
     }
 
@@ -552,20 +566,21 @@ final class GameStore: Sendable {
         try db.execute(
             sql: """
                 INSERT INTO games (id, machine, player, nick, provider, offered_at, started_at, ended_at, outcome, commands,
-                    phase, deadline_at, coin_serial, coin_acked, serials, result_serial, continues)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    phase, deadline_at, coin_serial, coin_acked, serials, result_serial, continues, strong)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     started_at = excluded.started_at, ended_at = excluded.ended_at,
                     outcome = excluded.outcome, commands = excluded.commands, phase = excluded.phase,
                     deadline_at = excluded.deadline_at, coin_serial = excluded.coin_serial, coin_acked = excluded.coin_acked,
                     serials = excluded.serials, result_serial = excluded.result_serial,
-                    continues = MAX(continues, excluded.continues)
+                    continues = MAX(continues, excluded.continues), strong = MAX(strong, excluded.strong)
                 """,
             arguments: [
                 game.id, game.machine, game.player, game.nick, game.provider, Timestamp.string(game.offeredAt),
                 game.startedAt.map(Timestamp.string), game.endedAt.map(Timestamp.string), game.outcome?.rawValue,
                 game.commands, game.open?.phase.rawValue, game.open.map { Timestamp.string($0.deadline) }, game.open?.coinSerial,
                 game.open?.coinAcked ?? false, game.open.map { Self.serialsText($0.serials) }, game.resultSerial, game.open?.continues ?? 0,
+                game.strong,
             ])
         // An upsert touches exactly one row; anything else means the record was not written.
         guard db.changesCount == 1 else {
@@ -682,6 +697,12 @@ enum StoreChange: Sendable, Equatable {
     case parcel(ParcelRow)
     /// Prizes moved to a state (into a parcel, for the shipping states).
     case prizes([String], PrizeState, parcel: String?, at: Date)
+    /// A line of the audit trail (SPEC §16), in the transaction of the change it records.
+    case audit(AuditEntry)
+    /// An operator's correction of an ended game's result (SPEC §16), over any before it.
+    case correction(game: String, GameCorrection)
+    /// Every clip of a game held, with why (a correction holds them: SPEC §16).
+    case holdClips(machine: String, game: String, reason: String)
 }
 
 /// A game's record as it is written.
@@ -706,6 +727,9 @@ struct GameRow: Sendable, Equatable {
     /// The PC's serial of the result that ended it, when the PC numbers
     /// its results: a repeat after a restart is known (SPEC §4).
     var resultSerial: Int64? = nil
+    /// Its coin was the full-power grab (`guarantee_after`, SPEC §12): for
+    /// the fairness report (SPEC §16). Once written true, it stays.
+    var strong = false
 }
 
 /// What a game still open needs to be taken up again after a restart (SPEC

@@ -368,13 +368,13 @@ final class StorageWriter: Sendable {
 }
 
 extension StorageWriter.State {
-    /// Keeps the game records, ledger entries and prizes of a write that
+    /// Keeps the game records, ledger entries, prizes and audit entries of a write that
     /// did not happen; the rest of it is in the machines' images.
     fileprivate mutating func keepRecords(of submission: StorageWriter.Submission) {
         for change in submission.changes {
             switch change {
             case .game(let row): unsaved[row.id] = row
-            case .ledger, .chainWallet, .stock, .prize, .parcel, .prizes: unsavedMoney.append(change)
+            case .ledger, .chainWallet, .stock, .prize, .parcel, .prizes, .audit, .correction, .holdClips: unsavedMoney.append(change)
             default: break
             }
         }

@@ -129,16 +129,16 @@ extension DatabaseSuites {
                     clock: .following(clock, from: Date()), logger: Logger(label: "test"), notify: { _, _ in })
                 _ = try await store.write(try ValidRecord.check(Self.won("arcade-1", 1, prize: "p-f")).get())
                 let alice = PlayerAddress(accid: "alice", provider: "netease")
-                let parcel = try await prizes.ship(["p-f"], of: alice, to: ShippingAddress(name: "A", phone: "1", address: "1 Claw Street"))
-                _ = try await prizes.shipped(parcel.id, carrier: "SF", tracking: "SF1")
-                _ = try await prizes.delivered(parcel.id)
+                let parcel = try await prizes.ship(["p-f"], of: alice, to: ShippingAddress(name: "A", phone: "1", address: "1 Claw Street"), audit: nil)
+                _ = try await prizes.shipped(parcel.id, carrier: "SF", tracking: "SF1", audit: .byTest(.shipped))
+                _ = try await prizes.delivered(parcel.id, audit: .byTest(.delivered))
                 await clock.advance(by: .seconds(3599))
                 #expect(await prizes.forgetAddresses() == 0)
                 #expect(try database.psql("SELECT address FROM parcels") == ["1 Claw Street"])
                 await clock.advance(by: .seconds(2))
                 #expect(await prizes.forgetAddresses() == 1)
                 #expect(try database.psql("SELECT coalesce(address, '-') || coalesce(phone, '-') || tracking FROM parcels") == ["--SF1"])
-                await #expect(throws: PrizeRefusal.parcelState(parcel.id, .delivered)) { try await prizes.delivered(parcel.id) }
+                await #expect(throws: PrizeRefusal.parcelState(parcel.id, .delivered)) { try await prizes.delivered(parcel.id, audit: .byTest(.delivered)) }
             }
         }
     }

@@ -31,7 +31,7 @@ struct CheckConfigCommandTests {
         let result = try GatewayBinary.run(["check-config", "--config", file.path])
         #expect(result.status == 0, "\(result.error)")
         for line in [
-            "reads need the read token", "continue 15s (at most 2 in a row)",
+            "reads need a read token", "continue 15s (at most 2 in a row)",
             "credits: 2 a game unless a machine says otherwise, wallets kept here", "at most 500 a top-up",
             "evidence: a clip of each camera per game into", "kept 168h", "prizes: low stock at 4", ", price 2",
         ] {

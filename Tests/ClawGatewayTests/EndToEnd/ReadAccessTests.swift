@@ -225,7 +225,7 @@ extension HeavySuites {
                 // The read token does not act.
                 let pause = try await HTTP.request(.POST, "\(site.base)/v1/machines/m1/pause", headers: Self.headers(token: Self.readToken))
                 #expect(pause.status == 401)
-                #expect(pause.json["message"] as? String == "Send the admin token (http.admin_token) as Authorization: Bearer <token>.")
+                #expect(pause.json["message"] as? String == "Send the admin token (http.admin_token) or an admin operator's token as Authorization: Bearer <token>.")
                 // The ingress needs none of it.
                 #expect(try await site.generic(from: "ann", #"{"command":6}"#).status == 200)
             }

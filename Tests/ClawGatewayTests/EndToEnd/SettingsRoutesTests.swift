@@ -48,9 +48,16 @@ extension HeavySuites {
                 for field in ["claw.grab", "claw.lift", "game_time", "colour"] { #expect(message.contains(field), "\(field) in \(message)") }
                 #expect(try await HTTP.request(.PUT, url, headers: Self.admin, body: Array("[1]".utf8)).status == 422)
                 #expect(try await HTTP.request(.PUT, "\(site.base)/v1/machines/m9/settings", headers: Self.admin, body: body).status == 404)
+                // A change of the claw's settings needs its reason (SPEC §16): missing, empty or null, it is refused.
+                for missing in [body, Array(#"{"game_time":25,"reason":"  "}"#.utf8), Array(#"{"game_time":25,"reason":null}"#.utf8)] {
+                    let refused = try await HTTP.request(.PUT, url, headers: Self.admin, body: missing)
+                    #expect(refused.status == 422, "\(refused.body)")
+                    #expect((refused.json["message"] as? String ?? "").hasPrefix("reason"), "\(refused.body)")
+                }
                 #expect(try await HTTP.get(url).json["source"] as? String == "file", "nothing refused changed anything")
 
-                let set = try await HTTP.request(.PUT, url, headers: Self.admin, body: body)
+                let reasoned = Array(#"{"claw":{"grab":44},"game_time":25,"guarantee_after":3,"reason":"weekend promotion"}"#.utf8)
+                let set = try await HTTP.request(.PUT, url, headers: Self.admin, body: reasoned)
                 #expect(set.status == 200, "\(set.body)")
                 #expect(set.json["source"] as? String == "runtime")
                 let settings = try #require(set.json["settings"] as? [String: Any])
@@ -73,7 +80,8 @@ extension HeavySuites {
                 try site.startGateway()
                 try await site.waitReady()
                 #expect(try await HTTP.get(url).json["source"] as? String == "runtime")
-                let back = try await HTTP.request(.DELETE, url, headers: Self.admin)
+                #expect(try await HTTP.request(.DELETE, url, headers: Self.admin).status == 422, "a DELETE needs its reason too")
+                let back = try await HTTP.request(.DELETE, url, headers: Self.admin, body: Array(#"{"reason":"promotion over"}"#.utf8))
                 #expect(back.json["source"] as? String == "file")
                 #expect((back.json["settings"] as? [String: Any])?["game_time"] as? Int == 30)
                 #expect(try await HTTP.request(.DELETE, url).status == 401)

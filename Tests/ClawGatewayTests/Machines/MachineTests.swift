@@ -197,14 +197,14 @@ import Testing
         await game.join("zoe")
         await game.send("alice", #"{"command":6}"#, provider: "netease")
         await game.send("alice", #"{"command":6}"#, provider: "generic")
-        #expect(game.machine.remove(accid: "alice", provider: nil).0 == .ambiguous(["netease", "generic"]))
-        #expect(game.machine.remove(accid: "alice", provider: "other").0 == .notFound)
-        #expect(game.machine.remove(accid: "nobody", provider: nil).0 == .notFound)
-        #expect(game.machine.remove(accid: "alice", provider: "generic").0 == .removed)
+        #expect(game.machine.remove(accid: "alice", provider: nil, .byTest(.remove)).0 == .ambiguous(["netease", "generic"]))
+        #expect(game.machine.remove(accid: "alice", provider: "other", .byTest(.remove)).0 == .notFound)
+        #expect(game.machine.remove(accid: "nobody", provider: nil, .byTest(.remove)).0 == .notFound)
+        #expect(game.machine.remove(accid: "alice", provider: "generic", .byTest(.remove)).0 == .removed)
         await game.settle()
         #expect(game.snapshot.waiting.map(\.provider) == ["netease"])
         #expect(try game.writer.store.queuedNow(machine: "m1") == ["alice"])
-        #expect(game.machine.remove(accid: "alice", provider: nil).0 == .removed, "one left: no provider needed")
+        #expect(game.machine.remove(accid: "alice", provider: nil, .byTest(.remove)).0 == .removed, "one left: no provider needed")
         await game.stop()
     }
 }
@@ -467,7 +467,7 @@ import Testing
 
     @Test func pauseSurvivesARestart() async throws {
         let first = try await GameHarness.online()
-        _ = first.machine.pause()
+        _ = first.machine.pause(.byTest(.pause))
         await first.settle()
         await first.stop()
         let second = try GameHarness(directory: first.directory)

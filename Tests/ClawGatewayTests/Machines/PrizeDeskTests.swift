@@ -48,9 +48,9 @@ import Testing
     /// up to, and every won game has its one prize and its one line.
     @Test func restocksRacingWinsLeaveTheStockTheLogAddsUpTo() async throws {
         let game = try await GameHarness.online(prize: Self.prize)
-        #expect(game.machine.restock(.set(10), reason: "opening").0 == .stock(10))
+        #expect(game.machine.restock(.set(10), reason: "opening", .byTest(.stock)).0 == .stock(10))
         let adds = Task.detached {
-            for _ in 0..<10 { _ = game.machine.restock(.add(1), reason: "topped up while playing") }
+            for _ in 0..<10 { _ = game.machine.restock(.add(1), reason: "topped up while playing", .byTest(.stock)) }
         }
         var prizes: [String] = []
         for index in 0..<10 { prizes.append(try await Self.win(game, "p\(index)")) }
@@ -74,7 +74,7 @@ import Testing
     /// below 0; a prize moves only forward, into one parcel.
     @Test func theFileRefusesWhatMustNeverHappen() async throws {
         let game = try await GameHarness.online(prize: Self.prize)
-        _ = game.machine.restock(.set(3), reason: "opening")
+        _ = game.machine.restock(.set(3), reason: "opening", .byTest(.stock))
         let id = try await Self.win(game, "alice")
         await game.stop()
         let store = try GameStore(path: GameHarness.databasePath(in: game.directory))
@@ -127,25 +127,25 @@ import Testing
         let second = try await Self.win(game, "alice")
         let bobs = try await Self.win(game, "bob")
 
-        await #expect(throws: PrizeRefusal.unknownPrize(bobs)) { try await desk.ship([first, bobs], of: alice, to: Self.address) }
-        await #expect(throws: PrizeRefusal.unknownPrize("p-none")) { try await desk.ship(["p-none"], of: alice, to: Self.address) }
+        await #expect(throws: PrizeRefusal.unknownPrize(bobs)) { try await desk.ship([first, bobs], of: alice, to: Self.address, audit: nil) }
+        await #expect(throws: PrizeRefusal.unknownPrize("p-none")) { try await desk.ship(["p-none"], of: alice, to: Self.address, audit: nil) }
         await #expect(throws: PrizeRefusal.notExchangeable(first), "free games: nothing to exchange for") {
-            try await desk.exchange(first, of: alice)
+            try await desk.exchange(first, of: alice, audit: nil)
         }
-        let parcel = try await desk.ship([first], of: alice, to: Self.address)
+        let parcel = try await desk.ship([first], of: alice, to: Self.address, audit: nil)
         #expect(parcel.state == .toShip && parcel.prizes == [first] && parcel.address == Self.address)
         await #expect(throws: PrizeRefusal.notHeld(first, .toShip), "never in two parcels") {
-            try await desk.ship([second, first], of: alice, to: Self.address)
+            try await desk.ship([second, first], of: alice, to: Self.address, audit: nil)
         }
-        await #expect(throws: PrizeRefusal.parcelState(parcel.id, .toShip)) { try await desk.delivered(parcel.id) }
-        let shipped = try await desk.shipped(parcel.id, carrier: "SF Express", tracking: "SF1234567890")
+        await #expect(throws: PrizeRefusal.parcelState(parcel.id, .toShip)) { try await desk.delivered(parcel.id, audit: .byTest(.delivered)) }
+        let shipped = try await desk.shipped(parcel.id, carrier: "SF Express", tracking: "SF1234567890", audit: .byTest(.shipped))
         #expect(shipped.state == .shipped && shipped.tracking == "SF1234567890")
         await #expect(throws: PrizeRefusal.parcelState(parcel.id, .shipped)) {
-            try await desk.shipped(parcel.id, carrier: "Other", tracking: "X1")
+            try await desk.shipped(parcel.id, carrier: "Other", tracking: "X1", audit: .byTest(.shipped))
         }
-        let delivered = try await desk.delivered(parcel.id)
+        let delivered = try await desk.delivered(parcel.id, audit: .byTest(.delivered))
         #expect(delivered.state == .delivered)
-        await #expect(throws: PrizeRefusal.unknownParcel("parcel-none")) { try await desk.delivered("parcel-none") }
+        await #expect(throws: PrizeRefusal.unknownParcel("parcel-none")) { try await desk.delivered("parcel-none", audit: .byTest(.delivered)) }
 
         let list = try await desk.prizes(of: alice, limit: 10, offset: 0)
         #expect(list.map(\.prize.id) == [second, first])
@@ -181,7 +181,7 @@ import Testing
         let outcomes = await withTaskGroup(of: Result<Int64, PrizeRefusal>.self) { group in
             for _ in 0..<8 {
                 group.addTask {
-                    do throws(PrizeRefusal) { return .success(try await desk.exchange(id, of: alice).balance) } catch { return .failure(error) }
+                    do throws(PrizeRefusal) { return .success(try await desk.exchange(id, of: alice, audit: nil).balance) } catch { return .failure(error) }
                 }
             }
             var all: [Result<Int64, PrizeRefusal>] = []

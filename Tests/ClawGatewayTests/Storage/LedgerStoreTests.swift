@@ -101,8 +101,8 @@ import Testing
         other.credits = 50
         other.digest = TopUp.digest(provider: "netease", account: "alice", credits: 50)
         #expect(await wallets.topUp(other) == .conflict)
-        #expect(await wallets.adjust(Self.entry(.adjust, -11, key: nil, reason: "too much")) == .insufficient(balance: 10))
-        #expect(await wallets.adjust(Self.entry(.adjust, -4, key: nil, reason: "goodwill reversed")) == .written(balance: 6))
+        #expect(await wallets.adjust(Self.entry(.adjust, -11, key: nil, reason: "too much"), audit: nil) == .insufficient(balance: 10))
+        #expect(await wallets.adjust(Self.entry(.adjust, -4, key: nil, reason: "goodwill reversed"), audit: nil) == .written(balance: 6))
         #expect(wallets.balance(of: Self.alice) == 6)
         #expect(try await store.wallet(Self.alice, limit: 10, offset: 0).balance == 6)
 

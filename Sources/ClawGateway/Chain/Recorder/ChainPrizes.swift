@@ -32,14 +32,14 @@ struct ChainPrizes: PrizeKeeper, Service {
         try await database("read the parcels") { try await store.parcels(state: state, limit: limit, offset: offset) }
     }
 
-    func ship(_ prizes: [String], of player: PlayerAddress, to address: ShippingAddress) async throws(PrizeRefusal) -> ParcelRow {
+    func ship(_ prizes: [String], of player: PlayerAddress, to address: ShippingAddress, audit: AuditDraft?) async throws(PrizeRefusal) -> ParcelRow {
         let id = "parcel-" + Signatures.nonce(bytes: 8)
         let (parcel, shipped) = try await outcome("ship prizes") { try await store.ship(prizes, of: player, to: address, parcel: id) }
         for prize in shipped { tell(prize, .toShip) }
         return parcel
     }
 
-    func exchange(_ prize: String, of player: PlayerAddress) async throws(PrizeRefusal) -> (PrizeRow, balance: Int64) {
+    func exchange(_ prize: String, of player: PlayerAddress, audit: AuditDraft?) async throws(PrizeRefusal) -> (PrizeRow, balance: Int64) {
         let (exchanged, balance) = try await outcome("exchange a prize") {
             try await store.exchange(prize, of: player, creditsOn: creditsOn)
         }
@@ -47,7 +47,7 @@ struct ChainPrizes: PrizeKeeper, Service {
         return (exchanged, balance)
     }
 
-    func shipped(_ parcel: String, carrier: String, tracking: String) async throws(PrizeRefusal) -> ParcelRow {
+    func shipped(_ parcel: String, carrier: String, tracking: String, audit: AuditDraft) async throws(PrizeRefusal) -> ParcelRow {
         let now = clock.wallNow()
         let (moved, prizes) = try await outcome("mark a parcel shipped") {
             try await store.moveParcel(parcel, from: .toShip) { parcel in
@@ -61,7 +61,7 @@ struct ChainPrizes: PrizeKeeper, Service {
         return moved
     }
 
-    func delivered(_ parcel: String) async throws(PrizeRefusal) -> ParcelRow {
+    func delivered(_ parcel: String, audit: AuditDraft) async throws(PrizeRefusal) -> ParcelRow {
         let now = clock.wallNow()
         let (moved, prizes) = try await outcome("mark a parcel delivered") {
             try await store.moveParcel(parcel, from: .shipped) { parcel in

@@ -46,12 +46,12 @@ struct RecorderApp {
         let reads = router.group().add(middleware: AccessGuard(policy: access, scope: .read))
         routes.add(health: router, reads: reads)
         routes.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
-        let admin = config.recorder.http.adminToken == nil ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
+        let admin = !config.recorder.http.hasAdmin ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
         if let prizes {
             PrizeRoutes<GatewayRequestContext>(keeper: prizes, providers: GatewayMetrics.providers, logger: routes.logger)
                 .add(reads: reads, admin: admin)
             if admin != nil {
-                ParcelsDashboardRoutes<GatewayRequestContext>().add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
+                OperatorPageRoutes<GatewayRequestContext>.parcels.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
             }
         }
         // The chain's wallets (SPEC §11): the payment service's top-ups, the wallets, operators' adjustments.

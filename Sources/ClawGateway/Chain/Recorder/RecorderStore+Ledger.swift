@@ -232,7 +232,7 @@ struct ChainWallets: WalletKeeper {
         await change(entry)
     }
 
-    func adjust(_ entry: LedgerEntry) async -> WalletChange {
+    func adjust(_ entry: LedgerEntry, audit: AuditDraft?) async -> WalletChange {
         await change(entry)
     }
 

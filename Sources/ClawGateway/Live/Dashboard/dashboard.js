@@ -10,6 +10,8 @@
 (function () {
   const TOKEN_KEY = "claw-admin-token";
   const RESULTS_SHOWN = 5;
+  // The outcomes a machine decides, and so an operator may correct (SPEC §16).
+  const CORRECTABLE = ["won", "lost", "no_result", "machine_fault"];
   const CLIPS_READ_AFTER_MS = [6000, 15000];
 
   const page = {
@@ -142,6 +144,7 @@
     buildMachines(hello.machines);
     setupAdmin();
     $("parcels-link").hidden = !(hello.admin && hello.parcels);
+    $("audit-link").hidden = !hello.admin;
     for (const machine of hello.machines) loadResults(machine.id);
   }
 
@@ -169,12 +172,14 @@
     }
     machine.last.textContent = "Last: " + event.type.replace(/_/g, " ") + " " + clockTime(event.ts);
     if (event.type === "game_ended" && isGame(event.outcome)) {
-      machine.results.unshift({ nick: event.nick || event.player, player: event.player, outcome: event.outcome, ended_at: event.ts });
+      machine.results.unshift({ id: event.session, nick: event.nick || event.player, player: event.player, outcome: event.outcome, ended_at: event.ts });
       machine.results.length = Math.min(machine.results.length, RESULTS_SHOWN);
       renderResults(machine);
       // Its clips are cut a few seconds after its end (the pad, the last segment): read them then.
       for (const later of CLIPS_READ_AFTER_MS) setTimeout(() => loadResults(machine.id), later);
     }
+    // A result corrected, from this page or another operator's: the list read again.
+    if (event.type === "result_corrected") loadResults(machine.id);
   }
 
   function onStats(stats) {
@@ -192,7 +197,9 @@
     page.machines.clear();
     if (list.length === 0) main.append(el("p", "empty", "No machines configured."));
     for (const config of list) {
-      const machine = { id: config.id, name: config.name, prize: config.prize || null, snapshot: null, stats: null, results: [] };
+      // `corrections`: each listed game's Correct button and form, kept while
+      // the list is drawn again so a reason being typed is not lost.
+      const machine = { id: config.id, name: config.name, prize: config.prize || null, snapshot: null, stats: null, results: [], corrections: new Map() };
       const card = el("section", "machine");
       card.dataset.machine = config.id;
       const head = el("header", "machine-head");
@@ -314,11 +321,20 @@
   }
 
   function renderResults(machine) {
+    // A correction being typed keeps its focus while the list is drawn again.
+    const focused = document.activeElement;
+    const correctable = new Set();
     machine.resultList.replaceChildren(
       ...machine.results.map((game) => {
         const item = el("li", "outcome-" + game.outcome);
         item.dataset.game = game.id;
         item.append(el("span", "nick", game.nick || game.player), " ", el("span", "outcome", (game.outcome || "open").replace(/_/g, " ")));
+        // The machine's word stays; the operator's correction is shown beside it.
+        if (game.corrected) {
+          item.classList.add("corrected");
+          item.dataset.corrected = game.corrected.outcome;
+          item.append(" ", correctionMark(game.corrected));
+        }
         if (game.ended_at) item.append(" ", el("span", "meta", clockTime(game.ended_at)));
         // The game's video (SPEC §14): a button per camera's clip, which plays it below.
         for (const clip of game.evidence || []) {
@@ -332,10 +348,159 @@
           none.title = gap.reason;
           item.append(" ", none);
         }
+        if (isCorrectable(game)) {
+          correctable.add(game.id);
+          item.append(" ", correction(machine, game));
+        }
         return item;
       })
     );
+    for (const id of machine.corrections.keys()) if (!correctable.has(id)) machine.corrections.delete(id);
     if (machine.results.length === 0) machine.resultList.append(el("li", "meta none", "none yet"));
+    machine.shownResults = JSON.stringify(machine.results);
+    if (focused && focused !== document.activeElement && machine.resultList.contains(focused)) focused.focus({ preventScroll: true });
+  }
+
+  // "→ corrected: won by carol (reason)", after the machine's outcome.
+  function correctionMark(corrected) {
+    const mark = el("span", "correction");
+    const outcome = String(corrected.outcome || "");
+    mark.append("→ corrected: ", el("strong", "corrected-outcome corrected-" + outcome, outcome.replace(/_/g, " ")), " by " + corrected.by + " (" + corrected.reason + ")");
+    const at = clockTime(corrected.at);
+    if (at) mark.title = "Corrected at " + at;
+    return mark;
+  }
+
+  // MARK: Corrected results (SPEC §16)
+
+  // An ended game the machine decided, with the admin controls on.
+  function isCorrectable(game) {
+    return adminOn() && Boolean(game.id) && Boolean(game.ended_at) && CORRECTABLE.includes(game.outcome);
+  }
+
+  // What the game counts as now: the operator's outcome when corrected.
+  function countedOutcome(game) {
+    return (game.corrected && game.corrected.outcome) || game.outcome;
+  }
+
+  // The game's Correct button and form, made once and kept while it is listed.
+  function correction(machine, game) {
+    let control = machine.corrections.get(game.id);
+    if (!control) {
+      control = correctionForm(machine, game.id);
+      machine.corrections.set(game.id, control);
+    }
+    control.counted = countedOutcome(game);
+    if (control.form.hidden) control.to.value = opposite(control.counted);
+    lock(control.toggle);
+    lock(control.submit);
+    return control.node;
+  }
+
+  function opposite(outcome) {
+    return outcome === "won" ? "lost" : "won";
+  }
+
+  // "Correct" opens a form: won or lost (the opposite of what the game
+  // counts as now, to begin with) and the reason the audit trail keeps.
+  function correctionForm(machine, id) {
+    const node = el("span", "correct");
+    node.dataset.game = id;
+    const toggle = el("button", "small correct-toggle", "Correct");
+    toggle.type = "button";
+    toggle.dataset.correct = id;
+    toggle.dataset.machine = machine.id;
+    const form = el("form", "correct-form");
+    form.hidden = true;
+    form.noValidate = true;
+    const to = el("select", "correct-to");
+    to.setAttribute("aria-label", "The game's result");
+    for (const outcome of ["won", "lost"]) {
+      const option = el("option", null, outcome);
+      option.value = outcome;
+      to.append(option);
+    }
+    const reason = el("input", "correct-reason");
+    reason.placeholder = "reason (kept in the audit trail)";
+    reason.setAttribute("aria-label", "Why the result is corrected");
+    reason.required = true;
+    reason.maxLength = 500;
+    const submit = el("button", "small correct-submit", "Save");
+    submit.type = "submit";
+    submit.dataset.correct = id;
+    submit.dataset.machine = machine.id;
+    const cancel = el("button", "small correct-cancel", "Cancel");
+    cancel.type = "button";
+    const error = el("span", "correct-error");
+    error.setAttribute("role", "status");
+    form.append(to, reason, submit, cancel);
+    node.append(toggle, form, error);
+    const control = { node, toggle, form, to, reason, submit, error, counted: null };
+    toggle.addEventListener("click", () => {
+      to.value = opposite(control.counted);
+      error.textContent = "";
+      form.hidden = false;
+      toggle.hidden = true;
+      reason.focus();
+    });
+    cancel.addEventListener("click", () => closeCorrection(control));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      correct(machine, id, control);
+    });
+    return control;
+  }
+
+  function closeCorrection(control) {
+    control.form.hidden = true;
+    control.toggle.hidden = false;
+    control.reason.value = "";
+    control.error.textContent = "";
+  }
+
+  // POST …/games/<g>/correct with the admin token; the list is read again on
+  // 200, and the gateway's refusal is said beside the form.
+  function correct(machine, id, control) {
+    const token = adminToken();
+    if (!token) {
+      control.error.textContent = "Enter the admin token first.";
+      $("admin-token").focus();
+      return;
+    }
+    const reason = control.reason.value.trim();
+    if (!reason) {
+      control.error.textContent = "A reason is needed: the audit trail keeps it.";
+      control.reason.focus();
+      return;
+    }
+    const outcome = control.to.value;
+    control.error.textContent = "";
+    control.submit.classList.add("busy");
+    control.submit.disabled = true;
+    fetch("/v1/machines/" + encodeURIComponent(machine.id) + "/games/" + encodeURIComponent(id) + "/correct", {
+      method: "POST",
+      headers: { Authorization: "Bearer " + token, "Content-Type": "application/json" },
+      body: JSON.stringify({ outcome, reason }),
+    })
+      .then((response) => response.json().catch(() => ({})).then((body) => ({ response, body })))
+      .then(({ response, body }) => {
+        if (response.ok) {
+          closeCorrection(control);
+          adminStatus("Done: game " + id + " of " + machine.id + " corrected to " + outcome, "ok");
+          loadResults(machine.id);
+        } else if (response.status === 401) {
+          control.error.textContent = "The admin token was refused (401): check http.admin_token.";
+        } else {
+          control.error.textContent = body.message || "Not corrected (" + response.status + ").";
+        }
+      })
+      .catch(() => {
+        control.error.textContent = "The gateway did not answer.";
+      })
+      .finally(() => {
+        control.submit.classList.remove("busy");
+        lock(control.submit);
+      });
   }
 
   // Today's games that ended, and whether one is on: `games_today` counts the
@@ -442,7 +607,10 @@
       .then((body) => {
         const machine = page.machines.get(id);
         if (!machine) return;
-        machine.results = body.games.filter((game) => game.started_at && isGame(game.outcome));
+        const results = body.games.filter((game) => game.started_at && isGame(game.outcome));
+        // Unchanged: the list is left as it is (a clip playing, a correction being typed).
+        if (JSON.stringify(results) === machine.shownResults) return;
+        machine.results = results;
         renderResults(machine);
       })
       .catch(() => {});
@@ -518,7 +686,7 @@
   }
 
   function lockAll() {
-    for (const button of document.querySelectorAll("#machines button[data-action], #machines button[data-restock]")) lock(button);
+    for (const button of document.querySelectorAll("#machines button[data-action], #machines button[data-restock], #machines button[data-correct]")) lock(button);
   }
 
   function setupAdmin() {
@@ -531,7 +699,7 @@
       input.disabled = false;
       $("admin-forget").hidden = false;
       input.value = sessionStorage.getItem(TOKEN_KEY) || "";
-      if (!input.value) adminStatus("Enter the admin token to pause, resume, skip, remove, reset and take machines out.", "meta");
+      if (!input.value) adminStatus("Enter the admin token to pause, resume, skip, remove, reset, take machines out and correct results.", "meta");
     }
     renderControls();
   }
@@ -692,7 +860,7 @@
       const token = input.value.trim();
       if (token) sessionStorage.setItem(TOKEN_KEY, token);
       else sessionStorage.removeItem(TOKEN_KEY);
-      if (adminOn()) adminStatus(token ? "Token kept for this tab." : "Enter the admin token to pause, resume, skip, remove, reset and take machines out.", "meta");
+      if (adminOn()) adminStatus(token ? "Token kept for this tab." : "Enter the admin token to pause, resume, skip, remove, reset, take machines out and correct results.", "meta");
       lockAll();
     });
     // Once a token is typed (the field left, or Enter), it is checked: a
