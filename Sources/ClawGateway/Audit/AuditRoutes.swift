@@ -92,7 +92,8 @@ enum OperatorAction {
 /// `operator`, `target`, `action`, `since` (RFC 3339, inclusive), paged by
 /// `limit` (1 to 500) and `offset`.
 struct AuditRoutes<Context: RequestContext>: Sendable {
-    let read: @Sendable (AuditQuery) async throws(StorageError) -> [AuditEntry]
+    /// The trail's store: a site's SQLite, or the recorder's PostgreSQL.
+    let read: @Sendable (AuditQuery) async throws -> [AuditEntry]
 
     func add(admin: RouterGroup<Context>) {
         admin.get("/v1/audit") { request, _ in

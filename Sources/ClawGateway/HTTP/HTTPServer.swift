@@ -57,7 +57,7 @@ enum HTTPServer {
             AdminRoutes<GatewayRequestContext>(arcade: parts.arcade, logger: parts.logger).add(to: admin)
             // The audit trail and corrected results (SPEC §16).
             let store = parts.arcade.writer.store
-            AuditRoutes<GatewayRequestContext>(read: { query throws(StorageError) in try await store.audit(query) }).add(admin: admin)
+            AuditRoutes<GatewayRequestContext>(read: { try await store.audit($0) }).add(admin: admin)
             CorrectionRoutes<GatewayRequestContext>(corrections: GameCorrections(arcade: parts.arcade, prizes: parts.prizes, inChain: parts.config.chain != nil), logger: parts.logger)
                 .add(admin: admin)
             OperatorPageRoutes<GatewayRequestContext>.audit.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))

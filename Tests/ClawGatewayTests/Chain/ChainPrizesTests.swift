@@ -139,6 +139,23 @@ extension DatabaseSuites {
                 #expect(await prizes.forgetAddresses() == 1)
                 #expect(try database.psql("SELECT coalesce(address, '-') || coalesce(phone, '-') || tracking FROM parcels") == ["--SF1"])
                 await #expect(throws: PrizeRefusal.parcelState(parcel.id, .delivered)) { try await prizes.delivered(parcel.id, audit: .byTest(.delivered)) }
+
+                // The recorder's own trail (SPEC §16): each operator's change with its entry, none for a refusal or a
+                // player's own choice; the database refuses to change or delete one.
+                let trail = try await store.audit(AuditQuery())
+                #expect(trail.map(\.action) == [.delivered, .shipped], "\(trail)")
+                #expect(trail.allSatisfy { $0.target == "machine/m1" && $0.operatorName == "tester" })
+                #expect(trail.first?.before == .object(["state": .string("shipped"), "carrier": .string("SF"), "tracking": .string("SF1"), "prizes": .array([.string("p-f")])]))
+                #expect(try await store.audit(AuditQuery(action: .shipped)).count == 1)
+                #expect(throws: (any Error).self) { try database.psql("UPDATE audit SET operator = 'nobody'") }
+                #expect(throws: (any Error).self) { try database.psql("DELETE FROM audit") }
+                #expect(throws: (any Error).self) { try database.psql("TRUNCATE audit") }
+                let wallets = ChainWallets(store: store, logger: Logger(label: "test"))
+                let adjustment = LedgerEntry(wallet: alice, kind: .adjust, credits: 5, key: "ops-1", reason: "goodwill", digest: "d1", at: Date())
+                #expect(await wallets.adjust(adjustment, audit: .byTest(.adjust, target: "player/netease/alice", reason: "goodwill")) == .written(balance: 5))
+                #expect(await wallets.adjust(adjustment, audit: .byTest(.adjust, target: "player/netease/alice", reason: "goodwill")) == .duplicate(balance: 5))
+                let adjusts = try await store.audit(AuditQuery(target: "player/netease/alice"))
+                #expect(adjusts.count == 1 && adjusts.first?.after == .object(["balance": .number(5)]), "a duplicate is no second entry")
             }
         }
     }

@@ -7,7 +7,9 @@ import ServiceLifecycle
 /// recorder's PostgreSQL, the choices and the shipping made centrally
 /// (``RecorderStore``'s transactions), every change told to its player
 /// through the site whose game made the prize (`<prefix>/<site>/tell`): only
-/// sites speak to players. An exchange credits the chain's wallet.
+/// sites speak to players. An exchange credits the chain's wallet. An
+/// operator's change is written with its audit entry, in the recorder's own
+/// trail (SPEC §16).
 ///
 /// Why centrally, not at each site (docs/RECORDER.md): the chain's wallet
 /// and the chain's list of a player's prizes are both here, so an exchange
@@ -34,14 +36,14 @@ struct ChainPrizes: PrizeKeeper, Service {
 
     func ship(_ prizes: [String], of player: PlayerAddress, to address: ShippingAddress, audit: AuditDraft?) async throws(PrizeRefusal) -> ParcelRow {
         let id = "parcel-" + Signatures.nonce(bytes: 8)
-        let (parcel, shipped) = try await outcome("ship prizes") { try await store.ship(prizes, of: player, to: address, parcel: id) }
+        let (parcel, shipped) = try await outcome("ship prizes") { try await store.ship(prizes, of: player, to: address, parcel: id, audit: audit) }
         for prize in shipped { tell(prize, .toShip) }
         return parcel
     }
 
     func exchange(_ prize: String, of player: PlayerAddress, audit: AuditDraft?) async throws(PrizeRefusal) -> (PrizeRow, balance: Int64) {
         let (exchanged, balance) = try await outcome("exchange a prize") {
-            try await store.exchange(prize, of: player, creditsOn: creditsOn)
+            try await store.exchange(prize, of: player, creditsOn: creditsOn, audit: audit)
         }
         tell(exchanged, .exchanged, credits: exchanged.exchange, balance: balance)
         return (exchanged, balance)
@@ -50,7 +52,7 @@ struct ChainPrizes: PrizeKeeper, Service {
     func shipped(_ parcel: String, carrier: String, tracking: String, audit: AuditDraft) async throws(PrizeRefusal) -> ParcelRow {
         let now = clock.wallNow()
         let (moved, prizes) = try await outcome("mark a parcel shipped") {
-            try await store.moveParcel(parcel, from: .toShip) { parcel in
+            try await store.moveParcel(parcel, from: .toShip, audit: audit) { parcel in
                 parcel.state = .shipped
                 parcel.carrier = carrier
                 parcel.tracking = tracking
@@ -64,7 +66,7 @@ struct ChainPrizes: PrizeKeeper, Service {
     func delivered(_ parcel: String, audit: AuditDraft) async throws(PrizeRefusal) -> ParcelRow {
         let now = clock.wallNow()
         let (moved, prizes) = try await outcome("mark a parcel delivered") {
-            try await store.moveParcel(parcel, from: .shipped) { parcel in
+            try await store.moveParcel(parcel, from: .shipped, audit: audit) { parcel in
                 parcel.state = .delivered
                 parcel.deliveredAt = now
             }

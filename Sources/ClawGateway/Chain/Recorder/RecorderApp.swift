@@ -47,6 +47,11 @@ struct RecorderApp {
         routes.add(health: router, reads: reads)
         routes.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
         let admin = !config.recorder.http.hasAdmin ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
+        if let admin {
+            // The recorder's own operators' changes (SPEC §16); the sites' trails stay at the sites for now.
+            let store = routes.recorder.store
+            AuditRoutes<GatewayRequestContext>(read: { try await store.audit($0) }).add(admin: admin)
+        }
         if let prizes {
             PrizeRoutes<GatewayRequestContext>(keeper: prizes, providers: GatewayMetrics.providers, logger: routes.logger)
                 .add(reads: reads, admin: admin)

@@ -82,17 +82,18 @@ extension RecorderStore {
     /// Offers a top-up or an adjustment to the chain's ledger in a
     /// transaction of its own (a site's debits and refunds:
     /// ``settle(_:)``).
-    func append(_ entry: LedgerEntry) async throws -> LedgerAppend {
+    /// - Parameter audit: an operator's adjustment, written with its audit entry (SPEC §16).
+    func append(_ entry: LedgerEntry, audit: AuditDraft? = nil) async throws -> LedgerAppend {
         try await migrate()
         do {
-            return try await appendOnce(entry)
+            return try await appendOnce(entry, audit: audit)
         } catch where Self.isUniqueViolation(error) {
             // The same key for another wallet, written between our look and our insert: look again.
-            return try await appendOnce(entry)
+            return try await appendOnce(entry, audit: audit)
         }
     }
 
-    private func appendOnce(_ entry: LedgerEntry) async throws -> LedgerAppend {
+    private func appendOnce(_ entry: LedgerEntry, audit: AuditDraft?) async throws -> LedgerAppend {
         let (provider, account, kind) = (entry.wallet.provider, entry.wallet.accid, entry.kind.rawValue)
         let (key, digest, credits) = (entry.key, entry.digest, entry.credits)
         return try await timed { [client, logger] in
@@ -116,6 +117,10 @@ extension RecorderStore {
                 let after = balance + credits
                 guard after >= 0 else { return .insufficient(balance: balance) }
                 try await Self.write(entry, site: nil, after: after, connection, logger)
+                if let audit {
+                    let trail = audit.entry(before: AuditValue(["balance": balance]), after: AuditValue(["balance": after]), at: entry.at)
+                    try await Self.appendAudit(trail, connection, logger)
+                }
                 if let key, kind == LedgerEntry.Kind.adjust.rawValue {
                     try await connection.query(
                         """
@@ -233,16 +238,16 @@ struct ChainWallets: WalletKeeper {
     }
 
     func adjust(_ entry: LedgerEntry, audit: AuditDraft?) async -> WalletChange {
-        await change(entry)
+        await change(entry, audit: audit)
     }
 
     func wallet(_ player: PlayerAddress, limit: Int, offset: Int) async throws -> WalletPage {
         try await store.wallet(player, limit: limit, offset: offset)
     }
 
-    private func change(_ entry: LedgerEntry) async -> WalletChange {
+    private func change(_ entry: LedgerEntry, audit: AuditDraft? = nil) async -> WalletChange {
         do {
-            switch try await store.append(entry) {
+            switch try await store.append(entry, audit: audit) {
             case .written(let balance): return .written(balance: balance)
             case .duplicate(let balance): return .duplicate(balance: balance)
             case .conflict: return .conflict

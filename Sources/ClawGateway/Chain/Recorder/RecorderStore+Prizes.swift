@@ -220,7 +220,9 @@ extension RecorderStore {
     }
 
     /// One parcel of the player's held prizes `ids` to `address`.
-    func ship(_ ids: [String], of player: PlayerAddress, to address: ShippingAddress, parcel: String) async throws -> PrizeOutcome<(ParcelRow, [PrizeRow])> {
+    func ship(
+        _ ids: [String], of player: PlayerAddress, to address: ShippingAddress, parcel: String, audit: AuditDraft? = nil
+    ) async throws -> PrizeOutcome<(ParcelRow, [PrizeRow])> {
         try await change { connection, logger in
             let locked = try await Self.lockHeld(ids, of: player, connection, logger)
             guard case .done(let prizes) = locked else { return .refused(Self.refusal(of: locked)) }
@@ -236,6 +238,12 @@ extension RecorderStore {
             }
             try await connection.query(
                 "UPDATE prizes SET state = 'to_ship', parcel = \(parcel), changed_at = now() WHERE id = ANY(\(ids))", logger: logger)
+            if let audit {
+                let trail = audit.entry(
+                    before: AuditValue(PrizeStates(prizes, parcel: nil)), after: AuditValue(PrizeStates(prizes, to: .toShip, parcel: parcel)),
+                    at: created)
+                try await Self.appendAudit(trail, connection, logger)
+            }
             let row = ParcelRow(id: parcel, player: player, state: .toShip, address: address, createdAt: created, prizes: ids)
             return .done((row, prizes))
         }
@@ -250,7 +258,7 @@ extension RecorderStore {
     /// The player's held prize `id` taken as credits: the chain wallet's
     /// `exchange` entry (keyed by the prize, naming its site) and the prize
     /// `exchanged`, in one transaction.
-    func exchange(_ id: String, of player: PlayerAddress, creditsOn: Bool) async throws -> PrizeOutcome<(PrizeRow, Int64)> {
+    func exchange(_ id: String, of player: PlayerAddress, creditsOn: Bool, audit: AuditDraft? = nil) async throws -> PrizeOutcome<(PrizeRow, Int64)> {
         try await change { connection, logger in
             let locked = try await Self.lockHeld([id], of: player, connection, logger)
             guard case .done(let prizes) = locked, var prize = prizes.first else { return .refused(Self.refusal(of: locked)) }
@@ -260,6 +268,12 @@ extension RecorderStore {
             try await Self.write(entry, site: prize.site, after: balance + prize.exchange, connection, logger)
             try await connection.query(
                 "UPDATE prizes SET state = 'exchanged', changed_at = now() WHERE id = \(id)", logger: logger)
+            if let audit {
+                let trail = audit.entry(
+                    before: AuditValue(PrizeStates([prize], parcel: nil, balance: balance)),
+                    after: AuditValue(PrizeStates([prize], to: .exchanged, parcel: nil, balance: balance + prize.exchange)), at: entry.at)
+                try await Self.appendAudit(trail, connection, logger)
+            }
             prize.state = .exchanged
             return .done((prize, balance + prize.exchange))
         }
@@ -268,7 +282,7 @@ extension RecorderStore {
     /// A parcel moved from `from` by `move`, its prizes with it; returns it
     /// and its prizes (for telling their players).
     func moveParcel(
-        _ id: String, from: ParcelState, _ move: @escaping @Sendable (inout ParcelRow) -> Void
+        _ id: String, from: ParcelState, audit: AuditDraft? = nil, _ move: @escaping @Sendable (inout ParcelRow) -> Void
     ) async throws -> PrizeOutcome<(ParcelRow, [PrizeRow])> {
         try await change { connection, logger in
             var found: ParcelColumns?
@@ -286,7 +300,11 @@ extension RecorderStore {
             }
             var parcel = Self.parcel(found, prizes: prizes.map(\.id))
             guard parcel.state == from else { return .refused(.parcelState(id, parcel.state)) }
+            let before = AuditValue(ParcelView(parcel))
             move(&parcel)
+            if let audit {
+                try await Self.appendAudit(audit.entry(before: before, after: AuditValue(ParcelView(parcel)), at: Date()), connection, logger)
+            }
             let state = parcel.state.rawValue
             try await connection.query(
                 """

@@ -152,6 +152,8 @@ final class RecorderStore: Sendable {
         exchangeMigration,
         // SPEC §15: the prizes the records carry, and the parcels they are shipped in.
         prizesMigration,
+        // SPEC §16: the recorder's own audit trail (RecorderStore+Audit.swift).
+        auditMigration,
     ]
 
     /// Brings the schema to the last version, under an advisory lock: two
