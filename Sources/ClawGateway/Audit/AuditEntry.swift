@@ -4,9 +4,11 @@ import Protocol
 /// One line of the audit trail (SPEC §16): who changed what, when, from
 /// where, from what to what, and why. Appended in the transaction of the
 /// change it records, never changed or deleted (the store refuses).
-struct AuditEntry: Sendable, Equatable, Encodable {
+struct AuditEntry: Sendable, Equatable, Codable {
     /// Given by the store, increasing; nil until written.
     var seq: Int64?
+    /// At the chain's recorder: the site whose entry it is; nil for the recorder's own (and at a site).
+    var site: String? = nil
     var at: Date
     /// The operator whose token came, or `system` (a reload).
     var operatorName: String
@@ -21,13 +23,49 @@ struct AuditEntry: Sendable, Equatable, Encodable {
     var address: String?
 
     enum CodingKeys: String, CodingKey {
-        case seq, at, action, target, before, after, reason, address
+        case seq, site, at, action, target, before, after, reason, address
         case operatorName = "operator"
+    }
+
+    init(
+        seq: Int64? = nil, site: String? = nil, at: Date, operatorName: String, action: AuditAction, target: String, before: AuditValue,
+        after: AuditValue, reason: String?, address: String?
+    ) {
+        self.seq = seq
+        self.site = site
+        self.at = at
+        self.operatorName = operatorName
+        self.action = action
+        self.target = target
+        self.before = before
+        self.after = after
+        self.reason = reason
+        self.address = address
+    }
+
+    /// As a site ships it to the chain (``ChainAuditRecord``).
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        seq = try container.decodeIfPresent(Int64.self, forKey: .seq)
+        site = try container.decodeIfPresent(String.self, forKey: .site)
+        let at = try container.decode(String.self, forKey: .at)
+        guard let date = Timestamp.date(at) else {
+            throw DecodingError.dataCorruptedError(forKey: .at, in: container, debugDescription: "not a timestamp")
+        }
+        self.at = date
+        operatorName = try container.decode(String.self, forKey: .operatorName)
+        action = try container.decode(AuditAction.self, forKey: .action)
+        target = try container.decode(String.self, forKey: .target)
+        before = try container.decodeIfPresent(AuditValue.self, forKey: .before) ?? .null
+        after = try container.decodeIfPresent(AuditValue.self, forKey: .after) ?? .null
+        reason = try container.decodeIfPresent(String.self, forKey: .reason)
+        address = try container.decodeIfPresent(String.self, forKey: .address)
     }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(seq, forKey: .seq)
+        try container.encodeIfPresent(site, forKey: .site)
         try container.encode(Timestamp.string(at), forKey: .at)
         try container.encode(operatorName, forKey: .operatorName)
         try container.encode(action, forKey: .action)

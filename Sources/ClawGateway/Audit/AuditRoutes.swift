@@ -94,10 +94,12 @@ enum OperatorAction {
 struct AuditRoutes<Context: RequestContext>: Sendable {
     /// The trail's store: a site's SQLite, or the recorder's PostgreSQL.
     let read: @Sendable (AuditQuery) async throws -> [AuditEntry]
+    /// The recorder's, which holds every site's entries: `?site=` narrows to one.
+    var sites = false
 
     func add(admin: RouterGroup<Context>) {
         admin.get("/v1/audit") { request, _ in
-            let query = try Self.query(request)
+            let query = try Self.query(request, sites: sites)
             do {
                 return JSONResponse.make(.ok, AuditList(entries: try await read(query)))
             } catch {
@@ -106,9 +108,11 @@ struct AuditRoutes<Context: RequestContext>: Sendable {
         }
     }
 
-    static func query(_ request: Request) throws(Refusal) -> AuditQuery {
-        let parameters = try RecorderRoutes.Query(request, allowed: ["operator", "target", "action", "since", "limit", "offset"])
+    static func query(_ request: Request, sites: Bool = false) throws(Refusal) -> AuditQuery {
+        let parameters = try RecorderRoutes.Query(
+            request, allowed: Set(["operator", "target", "action", "since", "limit", "offset"] + (sites ? ["site"] : [])))
         var query = AuditQuery()
+        query.site = try parameters.text("site")
         query.operatorName = try parameters.text("operator")
         query.target = try parameters.text("target")
         if let action = try parameters.text("action") {

@@ -12,6 +12,8 @@ struct AuditQuery: Sendable, Equatable {
     var since: Date?
     var limit = 50
     var offset = 0
+    /// At the chain's recorder: one site's entries.
+    var site: String? = nil
 }
 
 extension GameStore {
@@ -29,12 +31,18 @@ extension GameStore {
                         before TEXT NOT NULL,
                         after TEXT NOT NULL,
                         reason TEXT,
-                        address TEXT
+                        address TEXT,
+                        ship_seq INTEGER
                     );
                     CREATE INDEX audit_by_operator ON audit (operator, seq);
                     CREATE INDEX audit_by_target ON audit (target, seq);
+                    CREATE UNIQUE INDEX audit_by_ship_seq ON audit (ship_seq) WHERE ship_seq IS NOT NULL;
                     CREATE TRIGGER audit_never_changed BEFORE UPDATE ON audit
-                        BEGIN SELECT RAISE(ABORT, 'audit entries are never changed'); END;
+                        WHEN NOT (
+                            OLD.ship_seq IS NULL AND NEW.seq = OLD.seq AND NEW.at = OLD.at AND NEW.operator = OLD.operator
+                            AND NEW.action = OLD.action AND NEW.target = OLD.target AND NEW.before = OLD.before
+                            AND NEW.after = OLD.after AND NEW.reason IS OLD.reason AND NEW.address IS OLD.address)
+                        BEGIN SELECT RAISE(ABORT, 'audit entries are never changed (only numbered once, to ship)'); END;
                     CREATE TRIGGER audit_never_deleted BEFORE DELETE ON audit
                         BEGIN SELECT RAISE(ABORT, 'audit entries are never deleted'); END;
                     ALTER TABLE games ADD COLUMN corrected TEXT;
@@ -158,14 +166,43 @@ extension GameStore {
         }
     }
 
-    /// Appends `entry` inside the caller's transaction: the change it records is in the same one.
-    static func appendAudit(_ entry: AuditEntry, _ db: Database) throws {
+    /// Appends `entry` inside the caller's transaction: the change it records
+    /// is in the same one. In a chain (`ships`) it takes the next shipping
+    /// number, and travels to the recorder like a game's record (SPEC §16).
+    static func appendAudit(_ entry: AuditEntry, _ db: Database, ships: Bool) throws {
         try db.execute(
-            sql: "INSERT INTO audit (at, operator, action, target, before, after, reason, address) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            sql: """
+                INSERT INTO audit (at, operator, action, target, before, after, reason, address, ship_seq)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
             arguments: [
                 Timestamp.string(entry.at), entry.operatorName, entry.action.rawValue, entry.target, entry.before.json,
-                entry.after.json, entry.reason, entry.address,
+                entry.after.json, entry.reason, entry.address, ships ? try lastShipNumber(db) + 1 : nil,
             ])
+    }
+
+    /// The last shipping number given, to a game or an audit entry: the one
+    /// place a chain record's number is read from; the next is one more.
+    static func lastShipNumber(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(
+            db,
+            sql: """
+                SELECT MAX(n) FROM (
+                    SELECT COALESCE(MAX(ship_seq), 0) AS n FROM games WHERE ship_seq IS NOT NULL
+                    UNION ALL SELECT COALESCE(MAX(ship_seq), 0) FROM audit WHERE ship_seq IS NOT NULL)
+                """) ?? 0
+    }
+
+    /// The audit entries numbered after `seq`, in order, at most `limit`: what a site ships with its games.
+    static func shippedAudit(after seq: Int64, limit: Int, _ db: Database) throws -> [(seq: Int64, entry: AuditEntry)] {
+        try Row.fetchAll(
+            db,
+            sql: """
+                SELECT ship_seq, seq, at, operator, action, target, before, after, reason, address
+                FROM audit WHERE ship_seq > ? ORDER BY ship_seq LIMIT ?
+                """,
+            arguments: [seq, limit]
+        ).map { (seq: $0["ship_seq"], entry: auditEntry($0)) }
     }
 
     /// The entries `query` asks for, newest first.

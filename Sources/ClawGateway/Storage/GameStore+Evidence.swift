@@ -173,7 +173,7 @@ extension GameStore {
                 if touched > 0, let audit {
                     let was = HoldView(held: (before?["held"] as Int64?) == 1, reason: before?["reason"])
                     let entry = audit.entry(before: AuditValue(was), after: AuditValue(HoldView(held: held, reason: held ? reason : nil)), at: at)
-                    try Self.appendAudit(entry, db)
+                    try Self.appendAudit(entry, db, ships: shipsRecords)
                 }
                 return touched
             }

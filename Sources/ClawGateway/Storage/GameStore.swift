@@ -88,7 +88,7 @@ final class GameStore: Sendable {
     func startEpoch() async throws(StorageError) -> ShipEpoch {
         do {
             let epoch = try await pool.write { db -> ShipEpoch in
-                let base = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games WHERE ship_seq IS NOT NULL") ?? 0
+                let base = try Self.lastShipNumber(db)
                 let epoch = ShipEpoch(id: Signatures.nonce(bytes: 8), base: base)
                 try epoch.write(db)
                 return epoch
@@ -434,12 +434,23 @@ final class GameStore: Sendable {
         return record
     }
 
-    /// Ended games numbered above `seq`, in order, at most `limit`: what a
-    /// site ships to the chain next.
-    /// The games numbered after `seq` of `epoch`, in order, with their number in the epoch.
-    func records(of epoch: ShipEpoch, after seq: Int64, limit: Int) async throws(StorageError) -> [(seq: Int64, game: GameRecord)] {
-        try await records(after: epoch.base + seq, limit: limit).map { (seq: $0.seq - epoch.base, game: $0.game) }
+    /// What a site ships to the chain next (SPEC §10, §16): the ended games
+    /// and the audit entries numbered after `seq` of `epoch`, in order, at
+    /// most `limit`, each with its number in the epoch.
+    func shipments(of epoch: ShipEpoch, after seq: Int64, limit: Int) async throws(StorageError) -> [(seq: Int64, record: Shipment)] {
+        let games = try await records(after: epoch.base + seq, limit: limit).map { (seq: $0.seq, record: Shipment.game($0.game)) }
+        let entries: [(seq: Int64, record: Shipment)]
+        do {
+            entries = try await pool.read { db in
+                try Self.shippedAudit(after: epoch.base + seq, limit: limit, db).map { (seq: $0.seq, record: Shipment.audit($0.entry)) }
+            }
+        } catch {
+            throw StorageError(path: path, operation: "read the audit entries to ship", underlying: error)
+        }
+        return (games + entries).sorted { $0.seq < $1.seq }.prefix(limit).map { (seq: $0.seq - epoch.base, record: $0.record) }
     }
+
+    /// Ended games numbered above `seq`, in order, at most `limit`.
 
     func records(after seq: Int64, limit: Int) async throws(StorageError) -> [(seq: Int64, game: GameRecord)] {
         do {
@@ -463,7 +474,7 @@ final class GameStore: Sendable {
     /// The highest shipping number given so far; 0 before the first.
     func lastRecordNumber() async throws(StorageError) -> Int64 {
         do {
-            return try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games WHERE ship_seq IS NOT NULL") ?? 0 }
+            return try await pool.read { db in try Self.lastShipNumber(db) }
         } catch {
             throw StorageError(path: path, operation: "read the last shipping number", underlying: error)
         }
@@ -526,7 +537,7 @@ final class GameStore: Sendable {
         case .prizes(let ids, let state, let parcel, let at):
             try move(prizes: ids, to: state, parcel: parcel, at: at, db)
         case .audit(let entry):
-            try appendAudit(entry, db)
+            try appendAudit(entry, db, ships: shipsRecords)
         case .correction(let game, let correction):
             try correct(game: game, correction, db)
         case .holdClips(let machine, let game, let reason):
@@ -591,12 +602,7 @@ final class GameStore: Sendable {
     /// Gives an ended game the next shipping sequence number, once: a game
     /// written again keeps its number.
     static func number(game id: String, _ db: Database) throws {
-        try db.execute(
-            sql: """
-                UPDATE games SET ship_seq = (SELECT COALESCE(MAX(ship_seq), 0) + 1 FROM games WHERE ship_seq IS NOT NULL)
-                WHERE id = ? AND ship_seq IS NULL
-                """,
-            arguments: [id])
+        try db.execute(sql: "UPDATE games SET ship_seq = ? WHERE id = ? AND ship_seq IS NULL", arguments: [try lastShipNumber(db) + 1, id])
     }
 
     /// Numbers every ended game that has no number yet, in the order they
@@ -614,11 +620,15 @@ final class GameStore: Sendable {
                 ORDER BY ended_at, rowid
                 """,
             arguments: StatementArguments(machines))
-        guard !ids.isEmpty else { return }
-        var next = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(ship_seq), 0) FROM games WHERE ship_seq IS NOT NULL") ?? 0
+        var next = try lastShipNumber(db)
         for id in ids {
             next += 1
             try db.execute(sql: "UPDATE games SET ship_seq = ? WHERE id = ?", arguments: [next, id])
+        }
+        // The audit entries of a site that joined a chain travel too (SPEC §16), after its games.
+        for seq in try Int64.fetchAll(db, sql: "SELECT seq FROM audit WHERE ship_seq IS NULL ORDER BY seq") {
+            next += 1
+            try db.execute(sql: "UPDATE audit SET ship_seq = ? WHERE seq = ?", arguments: [next, seq])
         }
     }
 
@@ -703,6 +713,12 @@ enum StoreChange: Sendable, Equatable {
     case correction(game: String, GameCorrection)
     /// Every clip of a game held, with why (a correction holds them: SPEC §16).
     case holdClips(machine: String, game: String, reason: String)
+}
+
+/// A record a site ships to the chain: a game's, or an audit entry (SPEC §16).
+enum Shipment: Sendable, Equatable {
+    case game(GameRecord)
+    case audit(AuditEntry)
 }
 
 /// A game's record as it is written.

@@ -33,6 +33,37 @@ import Testing
         #expect(try await store.lastRecordNumber() == 3)
     }
 
+    /// SPEC §16: a site's audit entries travel in the games' numbering, one
+    /// number each, in the order written; a site that joins a chain ships
+    /// the entries it kept before, after its games.
+    @Test func auditEntriesAreNumberedWithTheGames() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "ship")
+        let path = directory.appendingPathComponent("g.sqlite").path
+        let alone = try GameStore(path: path)
+        let pause = AuditDraft.byTest(.pause).entry(before: .null, after: .null, at: Date())
+        try alone.write([.game(Self.game("before", ended: true)), .audit(pause)])
+        #expect(try await alone.shipments(of: alone.epoch, after: 0, limit: 10).isEmpty)
+        try alone.close()
+
+        let store = try GameStore(path: path, shipsRecords: true)
+        let correct = AuditDraft.byTest(.correct, target: "game/m1/a").entry(before: .null, after: .null, at: Date())
+        try store.write([.game(Self.game("a", ended: true, at: 5)), .audit(correct)])
+        try store.write([.audit(pause), .game(Self.game("b", ended: true, at: 9))])
+        let shipped = try await store.shipments(of: store.epoch, after: 0, limit: 10)
+        #expect(shipped.map(\.seq) == [1, 2, 3, 4, 5, 6])
+        let kinds = shipped.map { record -> String in
+            switch record.record {
+            case .game(let game): game.id
+            case .audit(let entry): entry.action.rawValue
+            }
+        }
+        #expect(kinds == ["before", "pause", "a", "correct", "pause", "b"], "old games, then old entries, then in the order written")
+        #expect(try await store.lastRecordNumber() == 6)
+        #expect(try await store.shipments(of: store.epoch, after: 4, limit: 1).map(\.seq) == [5])
+        // Numbered once: the trail refuses any other change.
+        #expect(throws: (any Error).self) { try store.pool.write { db in try db.execute(sql: "UPDATE audit SET ship_seq = 99") } }
+    }
+
     @Test func aSiteWithoutAChainNumbersNothingAndJoiningOneNumbersWhatEndedBefore() async throws {
         let directory = try TemporaryDirectory.make(prefix: "ship")
         let path = directory.appendingPathComponent("g.sqlite").path

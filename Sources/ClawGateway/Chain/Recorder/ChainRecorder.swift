@@ -276,6 +276,11 @@ final class ChainRecorder: Sendable {
 
     private func handle(_ message: MQTTMessage) async {
         guard let site = site(of: message.topic) else { return }
+        // An audit entry (SPEC §16) rides in the records' numbering.
+        if let entry = ChainAuditRecord.decode(message.payload) {
+            await handle(entry, site: site, message.payload)
+            return
+        }
         guard let record = ChainRecord.decode(message.payload) else {
             guard let place = ChainRecord.place(of: message.payload) else {
                 count(.malformed)
@@ -311,6 +316,30 @@ final class ChainRecorder: Sendable {
                 acknowledge(site: site, epoch: record.epoch, upto: written.upto)
             } catch let refused as RecorderStore.Refused {
                 await setAside(site: site, epoch: record.epoch, seq: record.seq, reason: refused.description, message.payload)
+            }
+        }
+    }
+
+    /// A site's audit entry: written at its place (a correction with its game's
+    /// new version), or set aside, never retried for ever; acknowledged with the records.
+    private func handle(_ record: ChainAuditRecord, site: String, _ payload: [UInt8]) async {
+        guard record.site == site else {
+            count(.forged)
+            await setAside(
+                site: site, epoch: record.epoch, seq: record.seq, reason: "its site \(String(record.site.prefix(64))) is not its topic's", payload)
+            return
+        }
+        if let problem = record.problem {
+            await setAside(site: site, epoch: record.epoch, seq: record.seq, reason: problem, payload)
+            return
+        }
+        await retrying(site: site, seq: record.seq) {
+            do {
+                let written = try await store.write(record)
+                count(written.inserted ? .written : .duplicate)
+                acknowledge(site: site, epoch: record.epoch, upto: written.upto)
+            } catch let refused as RecorderStore.Refused {
+                await setAside(site: site, epoch: record.epoch, seq: record.seq, reason: refused.description, payload)
             }
         }
     }

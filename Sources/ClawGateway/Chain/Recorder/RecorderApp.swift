@@ -48,9 +48,9 @@ struct RecorderApp {
         routes.add(page: router.group().add(middleware: AccessGuard(policy: access, scope: .page)))
         let admin = !config.recorder.http.hasAdmin ? nil : router.group().add(middleware: AccessGuard(policy: access, scope: .admin))
         if let admin {
-            // The recorder's own operators' changes (SPEC §16); the sites' trails stay at the sites for now.
+            // The chain's trail (SPEC §16): the recorder's own operators' changes, and every site's entries.
             let store = routes.recorder.store
-            AuditRoutes<GatewayRequestContext>(read: { try await store.audit($0) }).add(admin: admin)
+            AuditRoutes<GatewayRequestContext>(read: { try await store.audit($0) }, sites: true).add(admin: admin)
         }
         if let prizes {
             PrizeRoutes<GatewayRequestContext>(keeper: prizes, providers: GatewayMetrics.providers, logger: routes.logger)

@@ -1,12 +1,16 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Protocol
 
 /// The audit trail of the chain's recorder (SPEC §16): its own operators'
 /// changes (adjust, ship, exchange, shipped, delivered), each written in the
 /// transaction of the change, before the answer. Append-only: the database
-/// refuses UPDATE and DELETE of an entry. `site` is null for the recorder's
-/// own entries; the sites' entries do not travel here yet.
+/// refuses UPDATE and DELETE of an entry. The sites' entries travel here
+/// with their records (``ChainAuditRecord``), in their numbering: `site`,
+/// `epoch`, `site_seq`; null for the recorder's own. A site's correction of
+/// a game's result is kept in `game_corrections`, every one, and the game
+/// counts as its latest (`games.corrected`), whichever of the two came first.
 extension RecorderStore {
     static let auditMigration: [String] = [
         """
@@ -20,9 +24,24 @@ extension RecorderStore {
             before jsonb NOT NULL,
             after jsonb NOT NULL,
             reason text,
-            address text
+            address text,
+            epoch text,
+            site_seq bigint,
+            CONSTRAINT audit_site_place UNIQUE (site, epoch, site_seq)
         )
         """,
+        """
+        CREATE TABLE game_corrections (
+            site text NOT NULL,
+            epoch text NOT NULL,
+            site_seq bigint NOT NULL,
+            game text NOT NULL,
+            corrected jsonb NOT NULL,
+            PRIMARY KEY (site, epoch, site_seq)
+        )
+        """,
+        "CREATE INDEX game_corrections_game ON game_corrections (site, game, site_seq)",
+        "ALTER TABLE games ADD COLUMN corrected jsonb",
         "CREATE INDEX audit_operator ON audit (operator, seq)",
         "CREATE INDEX audit_target ON audit (target, seq)",
         """
@@ -44,28 +63,85 @@ extension RecorderStore {
             """, logger: logger)
     }
 
-    /// The entries `query` asks for, newest first.
+    /// The entries `query` asks for, newest first: the recorder's own and
+    /// every site's (`site` narrows to one).
     func audit(_ query: AuditQuery) async throws -> [AuditEntry] {
         try await migrate()
         let since = query.since ?? .distantPast
         let (limit, offset) = (query.limit, query.offset)
-        let (name, target, action) = (query.operatorName, query.target, query.action?.rawValue)
+        let (name, target, action, site) = (query.operatorName, query.target, query.action?.rawValue, query.site)
         return try await timed { [client, logger] in
             var entries: [AuditEntry] = []
-            for try await (seq, at, operatorName, action, target, before, after, reason, address) in try await client.query(
+            for try await (seq, site, at, operatorName, action, target, before, after, reason, address) in try await client.query(
                 """
-                SELECT seq, at, operator, action, target, before::text, after::text, reason, address FROM audit
+                SELECT seq, site, at, operator, action, target, before::text, after::text, reason, address FROM audit
                 WHERE at >= \(since) AND (\(name)::text IS NULL OR operator = \(name))
                   AND (\(target)::text IS NULL OR target = \(target)) AND (\(action)::text IS NULL OR action = \(action))
+                  AND (\(site)::text IS NULL OR site = \(site))
                 ORDER BY seq DESC LIMIT \(limit) OFFSET \(offset)
                 """, logger: logger
-            ).decode((Int64, Date, String, String, String, String, String, String?, String?).self) {
+            ).decode((Int64, String?, Date, String, String, String, String, String, String?, String?).self) {
                 entries.append(
                     AuditEntry(
-                        seq: seq, at: at, operatorName: operatorName, action: AuditAction(rawValue: action) ?? .reload, target: target,
-                        before: AuditValue(json: before), after: AuditValue(json: after), reason: reason, address: address))
+                        seq: seq, site: site, at: at, operatorName: operatorName, action: AuditAction(rawValue: action) ?? .reload,
+                        target: target, before: AuditValue(json: before), after: AuditValue(json: after), reason: reason, address: address))
             }
             return entries
         }
     }
+
+    /// Writes a site's audit entry at its place (and a correction's new
+    /// version of its game), and moves the site's progress, in one
+    /// transaction. Throws ``Refused`` for an entry the database will never take.
+    func write(_ record: ChainAuditRecord) async throws -> Written {
+        try await migrate()
+        let (site, epoch, seq, entry) = (record.site, record.epoch, record.seq, record.audit)
+        let (before, after) = (entry.before.json, entry.after.json)
+        let correction = record.correction.map { ($0.game, String(decoding: JSONCoding.encode($0.correction), as: UTF8.self)) }
+        do {
+            return try await timed { [client, logger] in
+                try await client.withTransaction(logger: logger) { connection -> Written in
+                    try await Self.lockProgress(site: site, epoch: epoch, connection, logger)
+                    let inserted = try await connection.query(
+                        """
+                        INSERT INTO audit (site, epoch, site_seq, at, operator, action, target, before, after, reason, address)
+                        VALUES (\(site), \(epoch), \(seq), \(entry.at), \(entry.operatorName), \(entry.action.rawValue), \(entry.target),
+                                \(before)::jsonb, \(after)::jsonb, \(entry.reason), \(entry.address))
+                        ON CONFLICT (site, epoch, site_seq) DO NOTHING
+                        RETURNING 1
+                        """, logger: logger
+                    ).collect().count == 1
+                    if inserted, let (game, corrected) = correction {
+                        try await connection.query(
+                            """
+                            INSERT INTO game_corrections (site, epoch, site_seq, game, corrected)
+                            VALUES (\(site), \(epoch), \(seq), \(game), \(corrected)::jsonb)
+                            """, logger: logger)
+                        try await Self.applyCorrections(site: site, game: game, connection, logger)
+                    }
+                    let upto = try await Self.advance(site: site, epoch: epoch, connection, logger)
+                    return Written(inserted: inserted, upto: upto)
+                }
+            }
+        } catch {
+            if let refusal = Self.dataRefusal(error) { throw refusal }
+            throw error
+        }
+    }
+
+    /// The game counts as its latest correction, if any: run when either the
+    /// correction or the game's record arrives, so their order does not matter.
+    static func applyCorrections(site: String, game: String, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        try await connection.query(
+            """
+            UPDATE games SET corrected = (
+                SELECT c.corrected FROM game_corrections c WHERE c.site = \(site) AND c.game = \(game)
+                ORDER BY c.epoch = games.epoch DESC, c.site_seq DESC LIMIT 1)
+            WHERE site = \(site) AND id = \(game)
+              AND EXISTS (SELECT 1 FROM game_corrections c WHERE c.site = \(site) AND c.game = \(game))
+            """, logger: logger)
+    }
+
+    /// The outcome the figures count, in SQL over `games`: the latest correction's when corrected (SPEC §16).
+    static let countedOutcome = "COALESCE(corrected->>'outcome', outcome)"
 }

@@ -244,6 +244,8 @@ final class RecorderStore: Sendable {
                     if let prize = game.prize, let wonAt = record.prizeWonAt {
                         try await Self.insert(prize, wonAt: wonAt, of: game, site: site, connection, logger)
                     }
+                    // A correction that came before its game's record (SPEC §16).
+                    if inserted { try await Self.applyCorrections(site: site, game: game.id, connection, logger) }
                     let upto = try await Self.advance(site: site, epoch: epoch, connection, logger)
                     return Written(inserted: inserted, upto: upto)
                 }
@@ -288,7 +290,7 @@ final class RecorderStore: Sendable {
         try await connection.query("SET LOCAL synchronous_commit = on", logger: logger)
     }
 
-    private static func lockProgress(site: String, epoch: String, _ connection: PostgresConnection, _ logger: Logger) async throws {
+    static func lockProgress(site: String, epoch: String, _ connection: PostgresConnection, _ logger: Logger) async throws {
         try await commitDurably(connection, logger)
         try await connection.query(
             """
@@ -298,8 +300,8 @@ final class RecorderStore: Sendable {
     }
 
     /// Moves the progress of a site's epoch over every consecutive sequence
-    /// now written or set aside, and returns it.
-    private static func advance(site: String, epoch: String, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
+    /// now written (a game's record or an audit entry) or set aside, and returns it.
+    static func advance(site: String, epoch: String, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
         var upto: Int64 = 0
         for try await value in try await connection.query(
             """
@@ -310,6 +312,7 @@ final class RecorderStore: Sendable {
                     SELECT run.n + 1 FROM run
                     WHERE EXISTS (SELECT 1 FROM games g WHERE g.site = \(site) AND g.epoch = \(epoch) AND g.seq = run.n + 1)
                        OR EXISTS (SELECT 1 FROM set_aside a WHERE a.site = \(site) AND a.epoch = \(epoch) AND a.seq = run.n + 1)
+                       OR EXISTS (SELECT 1 FROM audit u WHERE u.site = \(site) AND u.epoch = \(epoch) AND u.site_seq = run.n + 1)
                 )
                 SELECT max(n) FROM run
             )
@@ -471,13 +474,13 @@ final class RecorderStore: Sendable {
         // A filter left out is a null parameter, which matches every row.
         let query: PostgresQuery = """
             SELECT site, id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands,
-                   evidence::text, evidence_missing::text
+                   evidence::text, evidence_missing::text, corrected::text
             FROM games
             WHERE (\(filter.site)::text IS NULL OR site = \(filter.site))
               AND (\(filter.machine)::text IS NULL OR machine = \(filter.machine))
               AND (\(filter.player)::text IS NULL OR player = \(filter.player))
               AND (\(filter.provider)::text IS NULL OR provider = \(filter.provider))
-              AND (\(filter.outcome?.rawValue)::text IS NULL OR outcome = \(filter.outcome?.rawValue))
+              AND (\(filter.outcome?.rawValue)::text IS NULL OR \(unescaped: Self.countedOutcome) = \(filter.outcome?.rawValue))
               AND (\(filter.since)::timestamptz IS NULL OR offered_at >= \(filter.since))
               AND (\(filter.until)::timestamptz IS NULL OR offered_at < \(filter.until))
             ORDER BY offered_at DESC, site, id
@@ -485,8 +488,8 @@ final class RecorderStore: Sendable {
             """
         return try await read(query) { rows in
             var games: [ChainGame] = []
-            for try await (site, id, machine, player, provider, nick, outcome, offered, started, ended, commands, evidence, missing)
-                in rows.decode((String, String, String, String, String, String, String?, Date, Date?, Date?, Int32, String?, String?).self)
+            for try await (site, id, machine, player, provider, nick, outcome, offered, started, ended, commands, evidence, missing, corrected)
+                in rows.decode((String, String, String, String, String, String, String?, Date, Date?, Date?, Int32, String?, String?, String?).self)
             {
                 var game = GameRecord(
                     id: id, machine: machine, player: player, provider: provider, nick: nick,
@@ -494,6 +497,7 @@ final class RecorderStore: Sendable {
                     startedAt: started.map(Timestamp.string), endedAt: ended.map(Timestamp.string), commands: Int(commands))
                 game.evidence = evidence.flatMap { JSONCoding.decode([EvidenceClip].self, from: Array($0.utf8)) }
                 game.evidenceMissing = missing.flatMap { JSONCoding.decode([EvidenceGap].self, from: Array($0.utf8)) }
+                game.corrected = corrected.flatMap { JSONCoding.decode(GameCorrection.self, from: Array($0.utf8)) }
                 games.append(ChainGame(site: site, game: game))
             }
             return games
@@ -505,8 +509,8 @@ final class RecorderStore: Sendable {
         let query: PostgresQuery = """
             SELECT to_char(date_trunc('day', offered_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS day, site, machine,
                    count(*) FILTER (WHERE started_at IS NOT NULL) AS games,
-                   count(*) FILTER (WHERE outcome = 'won') AS wins,
-                   count(*) FILTER (WHERE outcome = 'no_result') AS no_result
+                   count(*) FILTER (WHERE \(unescaped: Self.countedOutcome) = 'won') AS wins,
+                   count(*) FILTER (WHERE \(unescaped: Self.countedOutcome) = 'no_result') AS no_result
             FROM games
             WHERE offered_at >= \(since)
               AND (\(site)::text IS NULL OR site = \(site))
@@ -530,7 +534,7 @@ final class RecorderStore: Sendable {
         let query: PostgresQuery = """
             SELECT date_trunc('hour', offered_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS hour, site,
                    count(*) FILTER (WHERE started_at IS NOT NULL) AS games,
-                   count(*) FILTER (WHERE outcome = 'won') AS wins
+                   count(*) FILTER (WHERE \(unescaped: Self.countedOutcome) = 'won') AS wins
             FROM games
             WHERE offered_at >= \(since)
               AND (\(site)::text IS NULL OR site = \(site))

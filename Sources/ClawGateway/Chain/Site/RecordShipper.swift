@@ -3,7 +3,8 @@ import Logging
 import Protocol
 import Synchronization
 
-/// Ships a site's finished games to the chain's recorder (SPEC §10).
+/// Ships a site's finished games and its audit entries to the chain's recorder
+/// (SPEC §10, §16), in one numbering.
 ///
 /// The games are numbered in the SQLite transaction that ends them
 /// (``GameStore/shipsRecords``); the shipper only reads what is numbered and
@@ -154,9 +155,12 @@ final class RecordShipper: Sendable {
             state.withLock { $0.lastNumber = last }
             let room = state.withLock { ($0.acked ?? 0) + Self.window - from }
             guard last > from, room > 0 else { return }
-            let records = try await store.records(of: epoch, after: from, limit: Int(min(room, Self.window)))
-            for (seq, game) in records {
-                try publish(ChainRecord(site: site, epoch: epoch.id, seq: seq, game: game).payload)
+            let records = try await store.shipments(of: epoch, after: from, limit: Int(min(room, Self.window)))
+            for (seq, record) in records {
+                switch record {
+                case .game(let game): try publish(ChainRecord(site: site, epoch: epoch.id, seq: seq, game: game).payload)
+                case .audit(let entry): try publish(ChainAuditRecord(site: site, epoch: epoch.id, seq: seq, audit: entry).payload)
+                }
                 state.withLock { state in
                     // A rewind or a reconnect in between starts over; never go back.
                     if state.sent == seq - 1 {
