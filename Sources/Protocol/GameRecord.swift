@@ -23,6 +23,9 @@ public struct GameRecord: Sendable, Equatable, Codable {
     /// record keeps `outcome` as the machine said and gains this. Nil for a
     /// game never corrected.
     public var corrected: GameCorrection?
+    /// Its coin was the full-power grab (`guarantee_after`): for the
+    /// fairness figures (SPEC §16). Written only when true.
+    public var strong = false
 
     /// The outcome the figures count: the operator's when corrected.
     public var countedOutcome: GameOutcome? { corrected?.outcome ?? outcome }
@@ -48,8 +51,28 @@ public struct GameRecord: Sendable, Equatable, Codable {
         case offeredAt = "offered_at"
         case startedAt = "started_at"
         case endedAt = "ended_at"
-        case commands, evidence, prize, corrected
+        case commands, evidence, prize, corrected, strong
         case evidenceMissing = "evidence_missing"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        machine = try container.decode(String.self, forKey: .machine)
+        player = try container.decode(String.self, forKey: .player)
+        provider = try container.decode(String.self, forKey: .provider)
+        nick = try container.decode(String.self, forKey: .nick)
+        outcome = try container.decodeIfPresent(GameOutcome.self, forKey: .outcome)
+        offeredAt = try container.decode(String.self, forKey: .offeredAt)
+        startedAt = try container.decodeIfPresent(String.self, forKey: .startedAt)
+        endedAt = try container.decodeIfPresent(String.self, forKey: .endedAt)
+        commands = try container.decode(Int.self, forKey: .commands)
+        evidence = try container.decodeIfPresent([EvidenceClip].self, forKey: .evidence)
+        evidenceMissing = try container.decodeIfPresent([EvidenceGap].self, forKey: .evidenceMissing)
+        prize = try container.decodeIfPresent(WonPrize.self, forKey: .prize)
+        corrected = try container.decodeIfPresent(GameCorrection.self, forKey: .corrected)
+        // A record of a gateway from before the fairness figures: not strong.
+        strong = try container.decodeIfPresent(Bool.self, forKey: .strong) ?? false
     }
 
     /// Every field of SPEC §5's shape, `null` where there is no value yet: the
@@ -71,6 +94,7 @@ public struct GameRecord: Sendable, Equatable, Codable {
         try container.encodeIfPresent(evidenceMissing, forKey: .evidenceMissing)
         try container.encodeIfPresent(prize, forKey: .prize)
         try container.encodeIfPresent(corrected, forKey: .corrected)
+        if strong { try container.encode(true, forKey: .strong) }
     }
 }
 

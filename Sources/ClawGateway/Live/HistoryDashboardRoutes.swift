@@ -5,8 +5,9 @@ import NIOCore
 
 /// The chain's history page, served by `claw-gateway record` (SPEC §10):
 /// `GET /history` and its files. Games per hour, the win rate of each
-/// machine per day, the daily report and the latest games, read by the page
-/// itself from the recorder's `/v1/report/hourly`, `/v1/report/daily` and
+/// machine per day, the daily report, each machine's odds (SPEC §16) and the
+/// latest games, read by the page itself from the recorder's
+/// `/v1/report/hourly`, `/v1/report/daily`, `/v1/report/fairness` and
 /// `/v1/games` every 30 s, with the read token when the recorder asks for one.
 ///
 /// The charts are drawn by Chart.js, from Debian's `libjs-chart.js` (the

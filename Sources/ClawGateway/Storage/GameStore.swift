@@ -427,7 +427,8 @@ final class GameStore: Sendable {
             outcome: (row["outcome"] as String?).flatMap(GameOutcome.init(rawValue:)),
             offeredAt: row["offered_at"], startedAt: row["started_at"], endedAt: row["ended_at"],
             commands: row["commands"])
-        // Only where the query selected it.
+        // Only where the query selected them.
+        if row.hasColumn("strong") { record.strong = row["strong"] ?? false }
         if row.hasColumn("corrected") {
             record.corrected = (row["corrected"] as String?).flatMap { JSONCoding.decode(GameCorrection.self, from: Array($0.utf8)) }
         }
@@ -458,7 +459,7 @@ final class GameStore: Sendable {
                 let rows = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT ship_seq, id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands
+                        SELECT ship_seq, id, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands, strong
                         FROM games WHERE ship_seq > ? ORDER BY ship_seq LIMIT ?
                         """,
                     arguments: [seq, limit])

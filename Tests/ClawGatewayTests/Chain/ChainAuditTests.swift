@@ -60,6 +60,19 @@ extension DatabaseSuites.RecorderTests {
             #expect(try database.psql("SELECT count(*) FROM game_corrections") == ["2"])
             let won = try await recorder.read("/v1/games?site=arcade-1&outcome=won").json["games"] as? [[String: Any]] ?? []
             #expect(won.compactMap { $0["id"] as? String } == ["g-arcade-1-5"], "the figures count the corrected outcome")
+            // Each machine's odds, as corrected (SPEC §16): game 1 lost, game 5 won; a strong game won.
+            var strong = Self.record("arcade-1", 6, outcome: .won, offered: day)
+            strong.game.strong = true
+            try site.send(strong)
+            try await eventually("arcade-1 up to 6") { site.acks.items.last == 6 }
+            let report = try await recorder.read("/v1/report/fairness?site=arcade-1&days=1")
+            #expect(report.status == 200, "\(report.body)")
+            let m1 = (report.json["machines"] as? [[String: Any]])?.first
+            #expect(m1?["machine"] as? String == "m1" && m1?["games"] as? Int == 3 && m1?["wins"] as? Int == 2, "\(report.body)")
+            #expect(m1?["strong_games"] as? Int == 1 && m1?["strong_wins"] as? Int == 1 && m1?["credits_taken"] as? Int == 0)
+            #expect(m1?["payout"] is NSNull && m1?["prize_cost"] as? Int == 0, "\(report.body)")
+            #expect(try await recorder.read("/v1/report/fairness?days=0").status == 400)
+
             // The database refuses to change the trail.
             #expect(throws: (any Error).self) { try database.psql("UPDATE audit SET operator = 'nobody' WHERE site = 'arcade-1'") }
         }

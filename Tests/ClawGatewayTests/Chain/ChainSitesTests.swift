@@ -27,6 +27,31 @@ import Testing
         }
     }
 
+    /// A router just started, reconnected or back from a stall may not have
+    /// every site's retained directory yet: it says no machine is nobody's
+    /// until it has held one and listened for 3 s (a copy is answered
+    /// `gateway_unavailable`, and sent again, rather than `unknown_machine`).
+    @Test func aRouterSaysAMachineIsNobodysOnlyOnceSettled() async throws {
+        #expect(!sites.settled, "not listening")
+        sites.listening()
+        sites.awake()
+        #expect(!sites.settled, "no directory yet")
+        let directory = ChainDirectory(site: "arcade-1", machines: [ChainDirectory.Machine(id: "m1", imAccount: "claw_m1", name: "M1")])
+        _ = sites.receive(.directory(site: "arcade-1"), payload: JSONCoding.encode(directory))
+        await run(for: 2)
+        #expect(!sites.settled, "listening for 2 s")
+        await run(for: 1)
+        #expect(sites.settled)
+        sites.deaf()
+        #expect(!sites.settled, "the connection gone")
+        sites.listening()
+        await clock.advance(by: .seconds(5))
+        sites.awake()
+        #expect(!sites.settled, "after a stall, listening again from now")
+        await run(for: 3)
+        #expect(sites.settled)
+    }
+
     @Test func aSiteSilentFor3sWhileTheRouterRanIsUnreachable() async {
         sites.listening()
         sites.awake()

@@ -267,6 +267,16 @@ extension DatabaseSuites {
             }
         }
 
+        /// Until the router has held a directory and listened 3 s, no machine
+        /// is nobody's (ChainSites.settled): 3 s on its clock, the sites beating.
+        static func settled(_ router: RunningRouter, _ sites: [FakeSite]) async throws {
+            while !router.app.router.sites.settled {
+                try await heartbeats(router, sites)
+                try await router.run(for: 1)
+            }
+            try await heartbeats(router, sites)
+        }
+
         /// The command 9 the fake NetEase API delivered to `player`.
         static func refusal(to player: String, in netease: FakeNetEaseAPI) async throws -> (sent: FakeNetEaseAPI.Sent, message: WireMessage) {
             var found: (FakeNetEaseAPI.Sent, WireMessage)?
@@ -336,6 +346,7 @@ extension DatabaseSuites {
         @Test func aCopyForNobodysAccountTellsThePlayerUnknownMachineWithTheirSerial() async throws {
             try await Self.with { router, sites, netease in
                 try await Self.heartbeats(router, sites)
+                try await Self.settled(router, sites)
                 let (answer, _) = try await router.copy(from: "carol", to: "claw_nobody", #"{"command":1,"data":"left","serial":42}"#)
                 #expect(answer.status == 200 && answer.body == #"{"code":200}"#)
                 let (sent, message) = try await Self.refusal(to: "carol", in: netease)
@@ -358,6 +369,7 @@ extension DatabaseSuites {
         @Test func messagesBetweenPlayersGetNoAnswerAndAFloodOneRefusalASecond() async throws {
             try await Self.with { router, sites, netease in
                 try await Self.heartbeats(router, sites)
+                try await Self.settled(router, sites)
                 for attach in [#"{"text":"see you at m2"}"#, #"{"command":99,"serial":1}"#, "not json"] {
                     let (answer, _) = try await router.copy(from: "gina", to: "hank", attach)
                     #expect(answer.status == 200, "\(attach)")

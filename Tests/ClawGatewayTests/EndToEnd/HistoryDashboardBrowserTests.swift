@@ -13,7 +13,7 @@ extension DatabaseSuites {
     /// browser: Debian's chromium, headless, through chromedriver
     /// (``WebDriver``), drawing with Chart.js from Debian's `libjs-chart.js`
     /// (installed by the test command, scripts/deps.sh). The page is served by
-    /// an HTTP server of the test's own beside the recorder's three read
+    /// an HTTP server of the test's own beside the recorder's four read
     /// routes answering what the test sets, in the shapes docs/RECORDER.md
     /// gives: what the charts and tables show is what the API said.
     @Suite(.serialized) struct HistoryDashboardBrowserTests {
@@ -62,6 +62,13 @@ extension DatabaseSuites {
                     ])
                     #expect(try await page.findAll("#daily td.col-no-result.attention").count == 1, "a machine with games never reported stands out")
                     #expect(try await page.texts("#summary") == ["61 games, 16 won (26.2%) in the last 7 days"])
+                    // Per machine (SPEC §16): the odds /v1/report/fairness gave; "–" for what the recorder does not have
+                    // (no game to take a rate of, no wallets, no strong grab).
+                    #expect(try await Self.rows(page, "#fairness") == [
+                        ["arcade-1", Self.image, "40", "6", "15.0%", "3 of 3 won", "80", "24", "30.0%"],
+                        ["arcade-2", "m1", "0", "0", "–", "–", "–", "0", "–"],
+                    ])
+                    #expect(try await page.execute("return document.getElementById('fairness-empty').hidden") == .bool(true))
                     // The latest games, as /v1/games listed them.
                     #expect(try await Self.rows(page, "#games") == [
                         ["2026-11-25 07:10:00", "arcade-2", "m1", "Bo", "lost", "4"],
@@ -75,6 +82,8 @@ extension DatabaseSuites {
                     #expect(try await page.execute("return typeof window.__pwned") == .string("undefined"), "nothing in the data ran")
                     let cell = try await page.find(#"#daily tr[data-day="2026-11-24"] td.col-machine"#)
                     #expect(try await page.text(of: cell) == Self.image, "rendered as text")
+                    let fairnessCell = try await page.find(#"#fairness tr[data-site="arcade-1"] td.col-machine"#)
+                    #expect(try await page.text(of: fairnessCell) == Self.image, "rendered as text")
 
                     // The filters: every site and machine seen; a choice asks the API for it.
                     #expect(try await Self.options(page, "site") == ["", "arcade-1", "arcade-2"])
@@ -82,6 +91,7 @@ extension DatabaseSuites {
                     #expect(api.query("/v1/report/hourly") == ["hours": "168"])
                     #expect(api.query("/v1/report/daily") == ["days": "7"])
                     #expect(api.query("/v1/games") == ["limit": "25"])
+                    #expect(api.query("/v1/report/fairness") == ["days": "7"])
                     try await page.execute("window.__sameDocument = 'yes'")
                     api.set(Self.figures(dailyM1Today: (games: 20, wins: 2)))
                     try await page.click(try await page.find(#"#site option[value="arcade-1"]"#))
@@ -95,6 +105,7 @@ extension DatabaseSuites {
                         api.query("/v1/report/hourly") == ["hours": "24", "site": "arcade-1", "machine": "m1"]
                             && api.query("/v1/report/daily") == ["days": "1", "site": "arcade-1", "machine": "m1"]
                             && api.query("/v1/games") == ["limit": "25", "site": "arcade-1", "machine": "m1"]
+                            && api.query("/v1/report/fairness") == ["days": "1", "site": "arcade-1", "machine": "m1"]
                     }
                     // What the API answered then is what the same charts show.
                     try await page.waitFor("the hourly chart over one day") {
@@ -196,8 +207,8 @@ extension DatabaseSuites {
                             let rows = try await page.findAll("#daily tbody tr")
                             let datasets = try await Self.datasets(page, "hourly-chart")
                             // The empty tables say what they wait for.
-                            let notes = try await page.texts("#daily-empty, #games-empty")
-                            return rows.isEmpty && datasets.isEmpty && notes == Array(repeating: Self.tokenNote, count: 2)
+                            let notes = try await page.texts("#daily-empty, #fairness-empty, #games-empty")
+                            return rows.isEmpty && datasets.isEmpty && notes == Array(repeating: Self.tokenNote, count: 3)
                         },
                         live: { try await Self.waitLive(page) })
                     #expect(try await Self.datasets(page, "hourly-chart").map(\.label) == ["arcade-1", "arcade-2"])
@@ -237,6 +248,7 @@ extension DatabaseSuites {
                     #expect(try await page.execute("return Array.from(document.querySelectorAll('.chart-panel'), (p) => p.hidden)")
                         == .array([.bool(true), .bool(true)]), "no empty charts")
                     #expect(try await Self.rows(page, "#daily").count == 5, "the daily report without the charts")
+                    #expect(try await Self.rows(page, "#fairness").count == 2)
                     #expect(try await Self.rows(page, "#games").count == 3)
                 }
             }
@@ -334,7 +346,7 @@ extension DatabaseSuites {
             return (found.array ?? []).compactMap(\.string)
         }
 
-        /// The recorder's three answers, as docs/RECORDER.md shapes them: two
+        /// The recorder's four answers, as docs/RECORDER.md shapes them: two
         /// sites, arcade-1's second machine named with markup.
         static func figures(dailyM1Today: (games: Int, wins: Int) = (10, 5)) -> FakeRecorderAPI.Figures {
             let today = dailyM1Today
@@ -364,7 +376,20 @@ extension DatabaseSuites {
                     game("arcade-1", "g-1", "m1", player: "alice", nick: "alice", outcome: "no_result", at: "07:00", commands: 0),
                 ]
             ]
-            return FakeRecorderAPI.Figures(hourly: hourly, daily: daily, games: games)
+            // Sorted by site, then machine, as the recorder sorts them; arcade-2's m1 ended games but none won or lost,
+            // and its recorder keeps no wallets.
+            let machines: [[String: Any]] = [
+                [
+                    "site": "arcade-1", "machine": image, "games": 40, "wins": 6, "strong_games": 3, "strong_wins": 3, "win_rate": 0.15,
+                    "credits_taken": 80, "prize_cost": 24, "payout": 0.3,
+                ],
+                [
+                    "site": "arcade-2", "machine": "m1", "games": 0, "wins": 0, "strong_games": 0, "strong_wins": 0, "win_rate": NSNull(),
+                    "credits_taken": NSNull(), "prize_cost": 0, "payout": NSNull(),
+                ],
+            ]
+            let fairness: [String: Any] = ["since": "2026-11-19T00:00:00.000Z", "machines": machines]
+            return FakeRecorderAPI.Figures(hourly: hourly, daily: daily, games: games, fairness: fairness)
         }
 
         static func day(_ day: String, _ site: String, _ machine: String, games: Int, wins: Int, noResult: Int) -> [String: Any] {
@@ -386,10 +411,11 @@ extension DatabaseSuites {
     }
 }
 
-/// The recorder's `GET /v1/report/hourly`, `/v1/report/daily` and `/v1/games`
-/// answering what the test sets, beside the history page, on a free loopback
-/// port: 401 without `Authorization: Bearer <readToken>` when a token is set,
-/// as the recorder answers. It keeps the last query of each route and counts
+/// The recorder's `GET /v1/report/hourly`, `/v1/report/daily`,
+/// `/v1/report/fairness` and `/v1/games` answering what the test sets, beside
+/// the history page, on a free loopback port: 401 without
+/// `Authorization: Bearer <readToken>` when a token is set, as the recorder
+/// answers. It keeps the last query of each route and counts
 /// the reads, for the test to see what the page asked.
 final class FakeRecorderAPI: Sendable {
     /// JSON objects as JSONSerialization takes them.
@@ -397,6 +423,7 @@ final class FakeRecorderAPI: Sendable {
         var hourly: [String: Any]
         var daily: [String: Any]
         var games: [String: Any]
+        var fairness: [String: Any]
     }
 
     let port: Int
@@ -411,7 +438,7 @@ final class FakeRecorderAPI: Sendable {
         bodies = Mutex(try Self.encode(figures))
     }
 
-    /// What the three routes answer from now on.
+    /// What the four routes answer from now on.
     func set(_ figures: Figures) {
         guard let encoded = try? Self.encode(figures) else {
             Issue.record("figures that are not JSON")
@@ -434,6 +461,7 @@ final class FakeRecorderAPI: Sendable {
             "/v1/report/hourly": Array(try JSONSerialization.data(withJSONObject: figures.hourly)),
             "/v1/report/daily": Array(try JSONSerialization.data(withJSONObject: figures.daily)),
             "/v1/games": Array(try JSONSerialization.data(withJSONObject: figures.games)),
+            "/v1/report/fairness": Array(try JSONSerialization.data(withJSONObject: figures.fairness)),
         ]
     }
 
@@ -445,7 +473,7 @@ final class FakeRecorderAPI: Sendable {
         let api = try FakeRecorderAPI(port: try FreePort.next(), figures: figures)
         let router = Router()
         HistoryDashboardRoutes<BasicRequestContext>(chartJSPath: chartJSPath).add(page: router.group())
-        for path in ["/v1/report/hourly", "/v1/report/daily", "/v1/games"] {
+        for path in ["/v1/report/hourly", "/v1/report/daily", "/v1/report/fairness", "/v1/games"] {
             router.get(RouterPath(path)) { request, _ -> Response in
                 if let readToken, request.headers[.authorization] != "Bearer \(readToken)" {
                     api.refusals.withLock { $0 += 1 }

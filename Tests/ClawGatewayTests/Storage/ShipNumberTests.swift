@@ -23,8 +23,11 @@ import Testing
         try store.write([.game(Self.game("a", ended: true)), .game(Self.game("b", ended: true, at: 5))])
         // Written again (a retried batch): it keeps its number.
         try store.write([.game(Self.game("a", ended: true))])
-        try store.write([.game(Self.game("c", ended: true, at: 9))])
+        var strong = Self.game("c", ended: true, at: 9)
+        strong.strong = true
+        try store.write([.game(strong)])
         let records = try await store.records(after: 0, limit: 10)
+        #expect(records.map(\.game.strong) == [false, false, true], "the full-power grab travels for the chain's fairness figures")
         #expect(records.map(\.seq) == [1, 2, 3])
         #expect(records.map(\.game.id) == ["a", "b", "c"])
         #expect(records[0].game.outcome == .won && records[0].game.commands == 3)

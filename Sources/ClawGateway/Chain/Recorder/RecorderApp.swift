@@ -23,7 +23,7 @@ struct RecorderApp {
         let store = RecorderStore(url: config.recorder.database, logger: logger)
         let vouchers = VoucherPolicy(key: config.recorder.ledgerKey, maxAge: config.recorder.voucherMaxAge)
         let recorder = try ChainRecorder(bus: config.bus, store: store, vouchers: vouchers, clock: clock, logger: logger)
-        let routes = RecorderRoutes(recorder: recorder, logger: logger, now: clock.wallNow)
+        let routes = RecorderRoutes(recorder: recorder, logger: logger, now: clock.wallNow, credits: config.credits != nil)
         // The players' prizes, chain-wide (SPEC §15): told to their players through their games' sites.
         let prizes = config.prizes.map { settings in
             ChainPrizes(

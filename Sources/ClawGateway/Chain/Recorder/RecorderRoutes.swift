@@ -14,6 +14,8 @@ struct RecorderRoutes: Sendable {
     let recorder: ChainRecorder
     let logger: Logger
     let now: @Sendable () -> Date
+    /// Whether the recorder keeps the chain's wallets (`credits:`): the fairness report's credits.
+    var credits = false
 
     static let maxLimit = 500
     static let defaultLimit = 50
@@ -76,6 +78,17 @@ struct RecorderRoutes: Sendable {
             let since = Self.startOfDay(now()).addingTimeInterval(-Double(days - 1) * 86_400)
             let figures = try await read { try await recorder.store.daily(site: site, machine: machine, since: since) }
             return JSONResponse.make(.ok, DailyReport(since: Timestamp.string(since), days: figures))
+        }
+        // Each machine's odds over the days asked (SPEC §16): what the history page shows per machine.
+        reads.get("/v1/report/fairness") { request, _ in
+            let query = try Query(request, allowed: ["site", "machine", "days"])
+            let site = try query.text("site")
+            let machine = try query.text("machine")
+            let days = try query.integer("days", default: Self.defaultDays, range: 1...Self.maxDays)
+            let since = Self.startOfDay(now()).addingTimeInterval(-Double(days - 1) * 86_400)
+            let credits = self.credits
+            let machines = try await read { try await recorder.store.fairness(site: site, machine: machine, since: since, credits: credits) }
+            return JSONResponse.make(.ok, FairnessReportPage(since: Timestamp.string(since), machines: machines))
         }
         reads.get("/v1/report/hourly") { request, _ in
             let query = try Query(request, allowed: ["site", "machine", "hours"])

@@ -42,6 +42,8 @@ extension RecorderStore {
         """,
         "CREATE INDEX game_corrections_game ON game_corrections (site, game, site_seq)",
         "ALTER TABLE games ADD COLUMN corrected jsonb",
+        // SPEC §16's fairness figures: whether a game's coin was the full-power grab.
+        "ALTER TABLE games ADD COLUMN strong boolean NOT NULL DEFAULT false",
         "CREATE INDEX audit_operator ON audit (operator, seq)",
         "CREATE INDEX audit_target ON audit (target, seq)",
         """
@@ -142,6 +144,85 @@ extension RecorderStore {
             """, logger: logger)
     }
 
+    /// Each machine's odds over the games that ended since `since` (SPEC
+    /// §16): counted as corrected, with the credits they took from the
+    /// chain's wallets (nil without them) and the cost of the prizes won.
+    func fairness(site: String?, machine: String?, since: Date, credits: Bool) async throws -> [MachineFairness] {
+        let query: PostgresQuery = """
+            SELECT g.site, g.machine,
+                   count(*) FILTER (WHERE g.counted IN ('won', 'lost')) AS games,
+                   count(*) FILTER (WHERE g.counted = 'won') AS wins,
+                   count(*) FILTER (WHERE g.strong AND g.counted IN ('won', 'lost')) AS strong_games,
+                   count(*) FILTER (WHERE g.strong AND g.counted = 'won') AS strong_wins,
+                   COALESCE(sum(l.taken), 0)::bigint AS credits_taken,
+                   COALESCE(sum(p.cost), 0)::bigint AS prize_cost
+            FROM (SELECT site, machine, id, strong, \(unescaped: Self.countedOutcome) AS counted FROM games
+                  WHERE ended_at >= \(since) AND (\(site)::text IS NULL OR site = \(site))
+                    AND (\(machine)::text IS NULL OR machine = \(machine))) g
+            LEFT JOIN (SELECT key, -sum(credits) AS taken FROM ledger WHERE kind IN ('debit', 'refund') GROUP BY key) l ON l.key = g.id
+            LEFT JOIN prizes p ON p.site = g.site AND p.game = g.id
+            GROUP BY g.site, g.machine
+            ORDER BY g.site, g.machine
+            """
+        return try await read(query) { rows in
+            var machines: [MachineFairness] = []
+            for try await (site, machine, games, wins, strongGames, strongWins, taken, cost) in rows.decode(
+                (String, String, Int64, Int64, Int64, Int64, Int64, Int64).self)
+            {
+                machines.append(
+                    MachineFairness(
+                        site: site, machine: machine, games: Int(games), wins: Int(wins), strongGames: Int(strongGames),
+                        strongWins: Int(strongWins), creditsTaken: credits ? taken : nil, prizeCost: cost))
+            }
+            return machines
+        }
+    }
+
     /// The outcome the figures count, in SQL over `games`: the latest correction's when corrected (SPEC §16).
     static let countedOutcome = "COALESCE(corrected->>'outcome', outcome)"
+}
+
+/// One machine's row of `GET /v1/report/fairness` (SPEC §16), the fields of a
+/// site's fairness report.
+struct MachineFairness: Sendable, Equatable, Encodable {
+    var site: String
+    var machine: String
+    var games: Int
+    var wins: Int
+    var strongGames: Int
+    var strongWins: Int
+    var creditsTaken: Int64?
+    var prizeCost: Int64
+
+    var winRate: Double? { games == 0 ? nil : Double(wins) / Double(games) }
+    var payout: Double? { creditsTaken.flatMap { $0 > 0 ? Double(prizeCost) / Double($0) : nil } }
+
+    enum CodingKeys: String, CodingKey {
+        case site, machine, games, wins, payout
+        case strongGames = "strong_games"
+        case strongWins = "strong_wins"
+        case winRate = "win_rate"
+        case creditsTaken = "credits_taken"
+        case prizeCost = "prize_cost"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(site, forKey: .site)
+        try container.encode(machine, forKey: .machine)
+        try container.encode(games, forKey: .games)
+        try container.encode(wins, forKey: .wins)
+        try container.encode(strongGames, forKey: .strongGames)
+        try container.encode(strongWins, forKey: .strongWins)
+        try container.encode(winRate, forKey: .winRate)
+        try container.encode(creditsTaken, forKey: .creditsTaken)
+        try container.encode(prizeCost, forKey: .prizeCost)
+        try container.encode(payout, forKey: .payout)
+    }
+}
+
+/// `GET /v1/report/fairness`: each machine's odds since `since`.
+struct FairnessReportPage: Sendable, Encodable {
+    var since: String
+    var machines: [MachineFairness]
 }

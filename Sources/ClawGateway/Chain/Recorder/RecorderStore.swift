@@ -233,9 +233,10 @@ final class RecorderStore: Sendable {
                     let inserted = try await connection.query(
                         """
                         INSERT INTO games (site, epoch, id, seq, machine, player, provider, nick, outcome, offered_at, started_at, ended_at, commands,
-                                           evidence, evidence_missing)
+                                           evidence, evidence_missing, strong)
                         VALUES (\(site), \(epoch), \(game.id), \(seq), \(game.machine), \(game.player), \(game.provider), \(game.nick), \(outcome),
-                                \(record.offeredAt), \(record.startedAt), \(record.endedAt), \(commands), \(evidence)::jsonb, \(missing)::jsonb)
+                                \(record.offeredAt), \(record.startedAt), \(record.endedAt), \(commands), \(evidence)::jsonb, \(missing)::jsonb,
+                                \(game.strong))
                         ON CONFLICT (site, id) DO NOTHING
                         RETURNING 1
                         """, logger: logger

@@ -123,6 +123,10 @@ final class ChainRouter: Sendable {
 
     static let beat = Array(#"{"type":"beat"}"#.utf8)
 
+    /// What the player is told of a copy whose site cannot be reached now.
+    static let unreachable = WireError(
+        .gatewayUnavailable, "The arcade of this machine cannot be reached right now; your command was dropped. Try again in a minute.")
+
     // MARK: Copies
 
     /// Routes a verified notification: to its site, answered with the site's
@@ -131,6 +135,11 @@ final class ChainRouter: Sendable {
     func route(_ copy: RouterCopy) async -> IngressAnswer {
         let site: String
         switch sites.owner(of: copy.to) {
+        case .nobody where !sites.settled:
+            // Just started or reconnected: the machine's site may not have said its directory yet.
+            return refuse(
+                copy, .gatewayUnavailable,
+                Self.unreachable)
         case .nobody:
             return refuse(copy, .unknownMachine, WireError(.unknownMachine, "There is no machine \"\(copy.to)\" in this chain."))
         case .disputed(let claimants):
@@ -147,7 +156,7 @@ final class ChainRouter: Sendable {
         guard sites.liveness(of: site) != .unreachable else {
             return refuse(
                 copy, .gatewayUnavailable,
-                WireError(.gatewayUnavailable, "The arcade of this machine cannot be reached right now; your command was dropped. Try again in a minute."))
+                Self.unreachable)
         }
         // Unpredictable: no one can answer for a copy before it is sent.
         let id = idPrefix + Signatures.nonce(bytes: 8)

@@ -353,6 +353,20 @@ final class ChainSites: Sendable {
         }
     }
 
+    /// Whether the router may say a machine is in no site: it holds a
+    /// directory and has listened ``heartbeatFreshness`` at least, so the
+    /// retained directories of every site have come. A router just started
+    /// or back (its connection new) answers a machine it does not know yet
+    /// as unreachable for now, never as unknown: the IM service sends the
+    /// copy again, and by then the directory is there.
+    var settled: Bool {
+        let now = clock.now()
+        return state.withLock { state in
+            guard !state.directories.isEmpty, let since = state.listeningSince else { return false }
+            return now - since >= Self.heartbeatFreshness
+        }
+    }
+
     /// The router's connection is gone: what it hears of liveness stops.
     func deaf() {
         state.withLock { $0.listeningSince = nil }

@@ -1,8 +1,9 @@
 // The chain's history, served by claw-gateway record: games per hour, the win
 // rate of each machine per day (the figure an operator tunes the claw's
-// strength by), the daily report and the latest games, read from the
-// recorder's GET /v1/report/hourly, /v1/report/daily and /v1/games every
-// 30 seconds, for the site, machine and number of days chosen.
+// strength by), the daily report, each machine's odds over the days (SPEC
+// §16: wins, strong grabs, payout) and the latest games, read from the
+// recorder's GET /v1/report/hourly, /v1/report/daily, /v1/report/fairness and
+// /v1/games every 30 seconds, for the site, machine and number of days chosen.
 //
 // The charts are Chart.js's (window.Chart, from /history/chart.js: Debian's
 // libjs-chart.js on the recorder's host). Without it the page says so in
@@ -45,6 +46,11 @@
   // Win rate: a shape per line as well as a colour, so that machines with the
   // same rate on a day stay apart (with a slight sideways shift: dodge, below).
   const POINT_STYLES = ["circle", "rect", "triangle", "rectRot", "star", "crossRot", "rectRounded", "cross"];
+  // Its markers' radius, and the least they shrink to where many lines share
+  // a day (markerRadius, below); their border is 2 px.
+  const MARKER = 5;
+  const MIN_MARKER = 3;
+  const MARKER_BORDER = 2;
 
   const page = {
     // The Chart.js charts; null when Chart.js is missing.
@@ -75,6 +81,11 @@
 
   function percent(rate) {
     return typeof rate === "number" && Number.isFinite(rate) ? (rate * 100).toFixed(1) + "%" : "–";
+  }
+
+  // A figure the recorder may not have (null): "–" then, as percent's.
+  function figure(value) {
+    return typeof value === "number" && Number.isFinite(value) ? String(value) : "–";
   }
 
   function colour(key) {
@@ -141,7 +152,7 @@
 
   // MARK: Loading
 
-  // The three reads for the filters chosen, shown: the request of
+  // The four reads for the filters chosen, shown: the request of
   // readToken's poller (load), every RELOAD_INTERVAL and at once when a
   // filter changes.
   function request(signal, result) {
@@ -152,6 +163,7 @@
       "/v1/report/hourly?" + query(Object.assign({ hours }, scope)),
       "/v1/report/daily?" + query(Object.assign({ days: chosen.days }, scope)),
       "/v1/games?" + query(Object.assign({ limit: GAMES_LIMIT }, scope)),
+      "/v1/report/fairness?" + query(Object.assign({ days: chosen.days }, scope)),
     ];
     const options = { headers: { Accept: "application/json" }, cache: "no-store", signal };
     if (!page.shown) tableNotes("Waiting for the recorder…");
@@ -168,12 +180,13 @@
           })
           .catch(() => {});
       }
-      return Promise.all(responses.map((response) => response.json())).then(([hourly, daily, games]) => {
+      return Promise.all(responses.map((response) => response.json())).then(([hourly, daily, games, fairness]) => {
         if (!hourly || !Array.isArray(hourly.hours)) throw new Error("no hours in the answer");
         if (!daily || !Array.isArray(daily.days)) throw new Error("no days in the answer");
         if (!games || !Array.isArray(games.games)) throw new Error("no games in the answer");
+        if (!fairness || !Array.isArray(fairness.machines)) throw new Error("no machines in the answer");
         readToken.accepted();
-        render(chosen, hours, hourly, daily, games.games);
+        render(chosen, hours, hourly, daily, games.games, fairness.machines);
         setLive(true);
         result.shown = true;
         page.shown = true;
@@ -202,7 +215,7 @@
 
   // The empty tables' note, before any answer.
   function tableNotes(text) {
-    for (const id of ["daily-empty", "games-empty"]) {
+    for (const id of ["daily-empty", "fairness-empty", "games-empty"]) {
       const note = $(id);
       note.textContent = text;
       note.hidden = false;
@@ -211,14 +224,16 @@
 
   // MARK: Rendering
 
-  function render(chosen, hours, hourly, daily, games) {
+  function render(chosen, hours, hourly, daily, games, machines) {
     for (const row of hourly.hours) if (row && typeof row === "object") learn(row.site);
     for (const row of daily.days) if (row && typeof row === "object") learn(row.site, row.machine);
+    for (const row of machines) if (row && typeof row === "object") learn(row.site, row.machine);
     for (const game of games) if (game && typeof game === "object") learn(game.site, game.machine);
     renderFilters();
     if (page.hourly) renderHourly(hourly, hours);
     if (page.winRate) renderWinRate(daily, chosen.days);
     renderDaily(daily.days);
+    renderFairness(machines);
     renderGames(games);
     renderSummary(daily.days, chosen.days);
     // UTC, as everything else on the page.
@@ -373,6 +388,38 @@
     emptyNote($("daily-empty"), list.length, "No game in these days.");
   }
 
+  // Each machine's odds over the days chosen (SPEC §16), from
+  // /v1/report/fairness: games won or lost (as corrected), the strong
+  // (full-power) grabs among them, and what the prizes cost against the
+  // credits taken. Null is a figure the recorder does not have: no game to
+  // take a rate of, or no wallets to count credits by.
+  function renderFairness(rows) {
+    const list = rows
+      .filter((row) => row && typeof row === "object")
+      .sort((a, b) => compare(String(a.site), String(b.site)) || compare(String(a.machine), String(b.machine)));
+    $("fairness").tBodies[0].replaceChildren(
+      ...list.map((row) => {
+        const tr = el("tr");
+        tr.dataset.site = String(row.site);
+        tr.dataset.machine = String(row.machine);
+        const strong = count(row.strong_games);
+        tr.append(
+          el("td", "col-site", row.site),
+          el("td", "col-machine", row.machine),
+          el("td", "number col-games", count(row.games)),
+          el("td", "number col-wins", count(row.wins)),
+          el("td", "number col-win-rate", percent(row.win_rate)),
+          el("td", "number col-strong", strong > 0 ? count(row.strong_wins) + " of " + strong + " won" : "–"),
+          el("td", "number col-credits", figure(row.credits_taken)),
+          el("td", "number col-prize-cost", figure(row.prize_cost)),
+          el("td", "number col-payout", percent(row.payout))
+        );
+        return tr;
+      })
+    );
+    emptyNote($("fairness-empty"), list.length, "No game in these days.");
+  }
+
   function renderGames(games) {
     const list = games.filter((game) => game && typeof game === "object");
     $("games").tBodies[0].replaceChildren(
@@ -425,15 +472,33 @@
     id: "dodge",
     afterDatasetsUpdate(chart) {
       const metas = chart.getSortedVisibleDatasetMetas();
-      const days = chart.data.labels.length;
-      if (metas.length < 2 || days === 0) return;
-      const step = Math.min(6, (0.5 * chart.scales.x.width) / days / metas.length);
+      if (metas.length < 2 || chart.data.labels.length === 0) return;
+      const step = dodgeStep(chart);
       metas.forEach((meta, rank) => {
         const shift = (rank - (metas.length - 1) / 2) * step;
         for (const point of meta.data) point.x += shift;
       });
     },
   };
+
+  // How far apart the lines' points are on a day: the lines shown share half
+  // a day's width (the other half keeps the days apart, and the last day's
+  // points inside the chart), a whole marker each at the most.
+  function dodgeStep(chart) {
+    const days = chart.data.labels.length;
+    const lines = chart.getSortedVisibleDatasetMetas().length;
+    const width = chart.scales.x ? chart.scales.x.width : 0;
+    const marker = 2 * MARKER + MARKER_BORDER;
+    return days > 0 && lines > 0 && width > 0 ? Math.min(marker, (0.5 * width) / days / lines) : marker;
+  }
+
+  // Markers as wide as their step, so that equal rates read as a row of
+  // shapes rather than a pile; never smaller than MIN_MARKER, and a lone
+  // line keeps its full size.
+  function markerRadius(chart) {
+    if (chart.getSortedVisibleDatasetMetas().length < 2) return MARKER;
+    return Math.max(MIN_MARKER, Math.min(MARKER, (dodgeStep(chart) - MARKER_BORDER) / 2));
+  }
 
   function makeCharts() {
     const style = getComputedStyle(document.documentElement);
@@ -473,7 +538,15 @@
       data: { labels: [], datasets: [] },
       plugins: [dodge],
       options: Object.assign({}, common, {
-        elements: { point: { radius: 5, hoverRadius: 7, borderWidth: 2, hoverBorderWidth: 2 }, line: { borderWidth: 2 } },
+        elements: {
+          point: {
+            radius: (context) => markerRadius(context.chart),
+            hoverRadius: (context) => markerRadius(context.chart) + 2,
+            borderWidth: MARKER_BORDER,
+            hoverBorderWidth: MARKER_BORDER,
+          },
+          line: { borderWidth: 2 },
+        },
         // A point at 0 % or 100 % is drawn whole, over the axis.
         datasets: { line: { clip: false } },
         layout: { padding: { top: 8, right: 8 } },
