@@ -3,21 +3,19 @@ import GRDB
 import Hummingbird
 import Protocol
 
-/// A machine's odds as they were over a window (SPEC §16): the games a
-/// machine decided (`won` + `lost`, as corrected), its wins, the strong
-/// (full-power) games and their wins, the credits its games took and the
-/// cost of the prizes it gave out. For players, owners and regulators alike.
-struct FairnessReport: Sendable, Equatable, Encodable {
-    var machine: String
-    var from: Date
-    var to: Date
+/// A machine's odds over a window (SPEC §16): the games a machine decided
+/// (`won` + `lost`, as corrected), its wins, the strong (full-power) games
+/// and their wins, the credits its games took and the cost of the prizes it
+/// gave out. For players, owners and regulators alike: a site's report of
+/// one machine, and each row of the recorder's report, encode these fields.
+struct FairnessFigures: Sendable, Equatable, Encodable {
     var games: Int
     var wins: Int
     var strongGames: Int
     var strongWins: Int
     /// Credits the window's games took, refunds deducted; nil where games are free.
     var creditsTaken: Int64?
-    /// What the prizes the window's wins made cost (voided ones not counted).
+    /// What the prizes the window's wins made cost.
     var prizeCost: Int64
 
     /// Wins over games; nil without games.
@@ -26,20 +24,17 @@ struct FairnessReport: Sendable, Equatable, Encodable {
     var payout: Double? { creditsTaken.flatMap { $0 > 0 ? Double(prizeCost) / Double($0) : nil } }
 
     enum CodingKeys: String, CodingKey {
-        case machine, from, to, games, wins
+        case games, wins, payout
         case strongGames = "strong_games"
         case strongWins = "strong_wins"
         case winRate = "win_rate"
         case creditsTaken = "credits_taken"
         case prizeCost = "prize_cost"
-        case payout
     }
 
+    /// Every field, `null` where there is no value.
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(machine, forKey: .machine)
-        try container.encode(Timestamp.string(from), forKey: .from)
-        try container.encode(Timestamp.string(to), forKey: .to)
         try container.encode(games, forKey: .games)
         try container.encode(wins, forKey: .wins)
         try container.encode(strongGames, forKey: .strongGames)
@@ -48,6 +43,24 @@ struct FairnessReport: Sendable, Equatable, Encodable {
         try container.encode(creditsTaken, forKey: .creditsTaken)
         try container.encode(prizeCost, forKey: .prizeCost)
         try container.encode(payout, forKey: .payout)
+    }
+}
+
+/// `GET /v1/machines/<id>/fairness`: one machine's figures over `[from, to)`.
+struct FairnessReport: Sendable, Equatable, Encodable {
+    var machine: String
+    var from: Date
+    var to: Date
+    var figures: FairnessFigures
+
+    private enum CodingKeys: String, CodingKey { case machine, from, to }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(machine, forKey: .machine)
+        try container.encode(Timestamp.string(from), forKey: .from)
+        try container.encode(Timestamp.string(to), forKey: .to)
+        try figures.encode(to: encoder)
     }
 }
 
@@ -88,9 +101,10 @@ extension GameStore {
                         arguments: window) ?? 0
                     : nil
                 return FairnessReport(
-                    machine: machine, from: from, to: to, games: counts?["games"] ?? 0, wins: counts?["wins"] ?? 0,
-                    strongGames: counts?["strong_games"] ?? 0, strongWins: counts?["strong_wins"] ?? 0, creditsTaken: taken,
-                    prizeCost: cost)
+                    machine: machine, from: from, to: to,
+                    figures: FairnessFigures(
+                        games: counts?["games"] ?? 0, wins: counts?["wins"] ?? 0, strongGames: counts?["strong_games"] ?? 0,
+                        strongWins: counts?["strong_wins"] ?? 0, creditsTaken: taken, prizeCost: cost))
             }
         } catch {
             throw StorageError(path: path, operation: "read the fairness of \(machine)", underlying: error)

@@ -32,9 +32,7 @@ extension HeavySuites {
         }
 
         static func prizes(_ site: E2ESite, _ player: String) async throws -> [[String: Any]] {
-            let answer = try await HTTP.get("\(site.base)/v1/players/netease/\(player)/prizes", bearer: readToken)
-            #expect(answer.status == 200, "\(answer.body)")
-            return answer.json["prizes"] as? [[String: Any]] ?? []
+            try await PrizesEndToEndTests.prizes(site, player, token: readToken)
         }
 
         static func stock(_ site: E2ESite) async throws -> Int? {

@@ -49,8 +49,8 @@ extension HeavySuites {
             return id
         }
 
-        static func prizes(_ site: E2ESite, _ player: String) async throws -> [[String: Any]] {
-            let answer = try await HTTP.get("\(site.base)/v1/players/netease/\(player)/prizes", bearer: Self.readToken)
+        static func prizes(_ site: E2ESite, _ player: String, token: String = readToken) async throws -> [[String: Any]] {
+            let answer = try await HTTP.get("\(site.base)/v1/players/netease/\(player)/prizes", bearer: token)
             #expect(answer.status == 200, "\(answer.body)")
             return answer.json["prizes"] as? [[String: Any]] ?? []
         }

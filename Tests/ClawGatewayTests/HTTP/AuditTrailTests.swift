@@ -175,8 +175,9 @@ import Testing
         #expect(game.machine.currentSnapshot().playsUntilGuarantee == 0)
         let report = try await game.writer.store.fairness(
             machine: "m1", from: GameHarness.epoch.addingTimeInterval(-1), to: GameHarness.epoch.addingTimeInterval(86400), credits: false)
-        #expect(report.games == 3 && report.wins == 1 && report.strongGames == 1 && report.strongWins == 1, "\(report)")
-        #expect(report.prizeCost == Self.prize.cost && report.payout == nil)
+        let figures = report.figures
+        #expect(figures.games == 3 && figures.wins == 1 && figures.strongGames == 1 && figures.strongWins == 1, "\(report)")
+        #expect(figures.prizeCost == Self.prize.cost && figures.payout == nil)
         _ = try await play(true)
         #expect(game.machine.currentSnapshot().playsUntilGuarantee == 2)
         await game.stop()

@@ -171,8 +171,10 @@ extension RecorderStore {
             {
                 machines.append(
                     MachineFairness(
-                        site: site, machine: machine, games: Int(games), wins: Int(wins), strongGames: Int(strongGames),
-                        strongWins: Int(strongWins), creditsTaken: credits ? taken : nil, prizeCost: cost))
+                        site: site, machine: machine,
+                        figures: FairnessFigures(
+                            games: Int(games), wins: Int(wins), strongGames: Int(strongGames), strongWins: Int(strongWins),
+                            creditsTaken: credits ? taken : nil, prizeCost: cost)))
             }
             return machines
         }
@@ -182,42 +184,20 @@ extension RecorderStore {
     static let countedOutcome = "COALESCE(corrected->>'outcome', outcome)"
 }
 
-/// One machine's row of `GET /v1/report/fairness` (SPEC §16), the fields of a
-/// site's fairness report.
+/// One machine's row of `GET /v1/report/fairness` (SPEC §16): its site and
+/// id, and the figures a site's own report of it has.
 struct MachineFairness: Sendable, Equatable, Encodable {
     var site: String
     var machine: String
-    var games: Int
-    var wins: Int
-    var strongGames: Int
-    var strongWins: Int
-    var creditsTaken: Int64?
-    var prizeCost: Int64
+    var figures: FairnessFigures
 
-    var winRate: Double? { games == 0 ? nil : Double(wins) / Double(games) }
-    var payout: Double? { creditsTaken.flatMap { $0 > 0 ? Double(prizeCost) / Double($0) : nil } }
-
-    enum CodingKeys: String, CodingKey {
-        case site, machine, games, wins, payout
-        case strongGames = "strong_games"
-        case strongWins = "strong_wins"
-        case winRate = "win_rate"
-        case creditsTaken = "credits_taken"
-        case prizeCost = "prize_cost"
-    }
+    private enum CodingKeys: String, CodingKey { case site, machine }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(site, forKey: .site)
         try container.encode(machine, forKey: .machine)
-        try container.encode(games, forKey: .games)
-        try container.encode(wins, forKey: .wins)
-        try container.encode(strongGames, forKey: .strongGames)
-        try container.encode(strongWins, forKey: .strongWins)
-        try container.encode(winRate, forKey: .winRate)
-        try container.encode(creditsTaken, forKey: .creditsTaken)
-        try container.encode(prizeCost, forKey: .prizeCost)
-        try container.encode(payout, forKey: .payout)
+        try figures.encode(to: encoder)
     }
 }
 
