@@ -39,7 +39,9 @@ struct ChainDashboardRoutes<Context: RequestContext>: Sendable {
 /// The chain page's own files (Live/ChainDashboard/), compiled into the binary
 /// by SwiftPM (`.embedInCode`), like ``DashboardAssets``.
 enum ChainDashboardAssets {
-    static let html = String(decoding: PackageResources.chain_html, as: UTF8.self)
+    static let html = PageAsset.document(
+        title: "claw-gateway chain", folder: "/dashboard", styles: ["chain.css"], scripts: ["read-token.js", "chain.js"],
+        body: PackageResources.chain_html)
     static let script = String(decoding: PackageResources.chain_js, as: UTF8.self)
     static let style = String(decoding: PackageResources.chain_css, as: UTF8.self)
 }

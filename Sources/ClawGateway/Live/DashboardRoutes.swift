@@ -129,6 +129,27 @@ enum PageAsset {
         response(ByteBuffer(string: text), type: "text/html; charset=utf-8")
     }
 
+    /// A page whole: the `<head>` every page has (its title, the shared
+    /// style and its own under `folder`, its scripts deferred, in order),
+    /// then `body`, the page's file from its `<body>` on.
+    static func document(title: String, folder: String, styles: [String] = [], scripts: [String], body: [UInt8]) -> String {
+        var head = """
+            <!doctype html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <meta name="color-scheme" content="dark light">
+            <title>\(title)</title>
+            <link rel="icon" href="data:,">
+            <link rel="stylesheet" href="\(folder)/app.css">
+
+            """
+        for style in styles { head += "<link rel=\"stylesheet\" href=\"\(folder)/\(style)\">\n" }
+        for script in scripts { head += "<script src=\"\(folder)/\(script)\" defer></script>\n" }
+        return head + "</head>\n" + String(decoding: body, as: UTF8.self)
+    }
+
     static func script(_ text: String) -> Response {
         response(ByteBuffer(string: text), type: "text/javascript; charset=utf-8")
     }

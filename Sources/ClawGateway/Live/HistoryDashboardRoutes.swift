@@ -71,7 +71,9 @@ struct HistoryDashboardRoutes<Context: RequestContext>: Sendable {
 /// The history page's own files (Live/HistoryDashboard/), compiled into the
 /// binary by SwiftPM (`.embedInCode`), like ``DashboardAssets``.
 enum HistoryDashboardAssets {
-    static let html = String(decoding: PackageResources.history_html, as: UTF8.self)
+    static let html = PageAsset.document(
+        title: "claw-gateway chain history", folder: "/history", styles: ["history.css"],
+        scripts: ["chart.js", "read-token.js", "history.js"], body: PackageResources.history_html)
     static let script = String(decoding: PackageResources.history_js, as: UTF8.self)
     static let style = String(decoding: PackageResources.history_css, as: UTF8.self)
 }

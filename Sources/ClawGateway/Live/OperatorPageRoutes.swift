@@ -15,20 +15,26 @@ import Hummingbird
 ///   pages, through `/v1/audit`. Served wherever the admin routes are.
 struct OperatorPageRoutes<Context: RequestContext>: Sendable {
     let name: String
-    let html: [UInt8]
+    let title: String
+    let body: [UInt8]
     let script: [UInt8]
     let style: [UInt8]
 
     static var parcels: Self {
-        Self(name: "parcels", html: PackageResources.parcels_html, script: PackageResources.parcels_js, style: PackageResources.parcels_css)
+        Self(
+            name: "parcels", title: "claw-gateway · parcels", body: PackageResources.parcels_html, script: PackageResources.parcels_js,
+            style: PackageResources.parcels_css)
     }
 
     static var audit: Self {
-        Self(name: "audit", html: PackageResources.audit_html, script: PackageResources.audit_js, style: PackageResources.audit_css)
+        Self(
+            name: "audit", title: "claw-gateway · audit trail", body: PackageResources.audit_html, script: PackageResources.audit_js,
+            style: PackageResources.audit_css)
     }
 
     func add(page: RouterGroup<Context>) {
-        let (html, script, style) = (String(decoding: html, as: UTF8.self), String(decoding: script, as: UTF8.self), String(decoding: style, as: UTF8.self))
+        let html = PageAsset.document(title: title, folder: "/\(name)", styles: ["\(name).css"], scripts: ["read-token.js", "\(name).js"], body: body)
+        let (script, style) = (String(decoding: script, as: UTF8.self), String(decoding: style, as: UTF8.self))
         page.get(RouterPath("/\(name)")) { _, _ in PageAsset.html(html) }
         page.get(RouterPath("/\(name)/read-token.js")) { _, _ in PageAsset.readToken() }
         page.get(RouterPath("/\(name)/\(name).js")) { _, _ in PageAsset.script(script) }

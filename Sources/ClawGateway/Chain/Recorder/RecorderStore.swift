@@ -346,7 +346,10 @@ final class RecorderStore: Sendable {
     /// while PostgreSQL was going down can hang in postgres-nio without
     /// heeding cancellation, and a task group (which waits for every child)
     /// hung the recorder's writer with it for good, `readyz` saying ready.
-    /// `body` is cancelled and left to end by itself.
+    /// `body` is cancelled and left to end by itself: the two unstructured
+    /// tasks below are that workaround. Upstream, postgres-nio has no query
+    /// timeout and a stuck query cannot be cancelled nor its connection closed
+    /// (vapor/postgres-nio#274, open); once it has one, this is a task group.
     func timed<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
             let race = FirstAnswer<T>()
