@@ -58,10 +58,14 @@ struct Ingress: Sendable {
         replays = ReplayGuard(window: im.generic?.maxClockSkew ?? .seconds(300))
     }
 
-    /// The path of each ingress configured, for the router and the fast path.
-    var paths: [String] {
-        (im.netease.map { [$0.callbackPath] } ?? []) + (im.generic.map { _ in [Self.genericPath] } ?? [])
+    /// Each ingress `im` configures, with the path it is posted to: the
+    /// site's and the chain's router's.
+    static func routes(of im: IMSettings) -> [(path: String, route: Route)] {
+        (im.netease.map { [($0.callbackPath, Route.netease($0))] } ?? []) + (im.generic.map { [(genericPath, Route.generic($0))] } ?? [])
     }
+
+    /// The path of each ingress configured, for the routes and the fast path.
+    var paths: [String] { Self.routes(of: im).map(\.path) }
 
     static let genericPath = "/v1/notifications"
 
@@ -79,7 +83,7 @@ struct Ingress: Sendable {
         /// The headers (lower-case names) the request of this route is read with.
         var headerNames: Set<String> {
             switch self {
-            case .netease: Ingress.neteaseHeaders
+            case .netease: NetEaseCopy.headerNames
             case .generic: Ingress.genericHeaders
             }
         }
@@ -89,10 +93,68 @@ struct Ingress: Sendable {
     /// - Parameter voucher: a router's voucher for the debit of the accept
     ///   the copy carries, when it came over a chain's inbox (SPEC §9).
     func handle(_ route: Route, body: [UInt8], header: (String) -> String?, voucher: ChainVoucher? = nil) -> IngressResult {
-        switch route {
-        case .netease(let settings): netease(body: body, header: header, settings: settings, voucher: voucher)
-        case .generic(let settings): generic(body: body, header: header, settings: settings, voucher: voucher)
+        let now = now()
+        let request: IngressRequest
+        do throws(IngressRefusal) {
+            request = try route.read(body: body, header: header, now: now)
+        } catch {
+            GatewayMetrics.notification(provider: error.provider, result: error.reason.rawValue)
+            refusalLog.warning(error.logKind, "Notification refused", ["http.reason": .string(error.refusal.message)], on: logger)
+            return .now(.error(error.refusal))
         }
+        switch request {
+        case .addressCheck:
+            GatewayMetrics.notification(provider: route.provider, result: "address_check")
+            return .now(Self.copyAccepted)
+        case .otherEvent:
+            GatewayMetrics.notification(provider: route.provider, result: "ignored")
+            return .now(Self.copyAccepted)
+        case .notification(let notification):
+            return handle(notification, now: now, voucher: voucher)
+        }
+    }
+
+    private func handle(_ notification: IncomingNotification, now: Date, voucher: ChainVoucher?) -> IngressResult {
+        let provider = notification.provider
+        if let key = notification.replayKey, !replays.accept(signature: key.signature, timestamp: key.timestamp, now: now) {
+            GatewayMetrics.notification(provider: provider, result: "replayed")
+            refusalLog.warning(
+                "\(provider).replayed", "Notification replayed", ["http.reason": "the same signed bytes were already accepted"], on: logger)
+            return .now(
+                .error(
+                    Refusal(
+                        .conflict, code: "replayed",
+                        "These signed bytes were already accepted; send each notification once, with its own timestamp and signature.")))
+        }
+        let age = GatewayMetrics.copyArrived(sent: notification.sent, now: now)
+        // NetEase copies every account of the app, and sends a copy again
+        // when it is unsure: neither is a player's to be told of.
+        if let messageID = notification.messageID, !recentMessages.insert(messageID) {
+            GatewayMetrics.notification(provider: provider, result: "duplicate")
+            return .now(Self.copyAccepted)
+        }
+        if provider == "netease", arcade.machine(notification.to) == nil {
+            GatewayMetrics.notification(provider: provider, result: ErrorCode.unknownMachine.rawValue)
+            return .now(Self.copyAccepted)
+        }
+        let (outcome, ticket) = arcade.handleNow(
+            PlayerNotification(
+                from: notification.from, to: notification.to, attach: notification.attach, provider: provider, age: age, voucher: voucher))
+        guard let ticket else { return .now(told(outcome, of: notification, saved: true)) }
+        return .afterWrite(ticket) { saved in told(outcome, of: notification, saved: saved) }
+    }
+
+    /// What the sender of `notification` is told once the request's write
+    /// is durable (`saved`), or is not in time.
+    private func told(_ outcome: RequestOutcome, of notification: IncomingNotification, saved: Bool) -> IngressAnswer {
+        let told = saved ? outcome : .rejected(Arcade.notSavedInTime)
+        GatewayMetrics.notification(provider: notification.provider, result: told.metricLabel)
+        guard let key = notification.replayKey else {
+            // NetEase reads only the status: a 503 counts the copy as not delivered.
+            return saved ? Self.copyAccepted : IngressAnswer(status: .serviceUnavailable, body: Array(#"{"code":503}"#.utf8))
+        }
+        if told.isPassingRefusal { replays.forget(signature: key.signature) }
+        return Self.answer(told)
     }
 
     // MARK: Answering
@@ -130,59 +192,6 @@ struct Ingress: Sendable {
 
     // MARK: NetEase
 
-    /// The headers the NetEase copy is read with.
-    static let neteaseHeaders = NetEaseCopy.headerNames
-
-    private func netease(body: [UInt8], header: (String) -> String?, settings: NetEaseSettings, voucher: ChainVoucher?) -> IngressResult {
-        let copy: NetEaseCopy
-        let sent: Date
-        let now = now()
-        do {
-            (copy, sent) = try NetEaseCopy.readStamped(body: body, header: header, settings: settings, now: now)
-        } catch {
-            GatewayMetrics.notification(provider: "netease", result: error.kind == .unauthorized ? "unauthorized" : "malformed")
-            warnRefused("netease.\(error.kind)", "NetEase copy refused", reason: error.message)
-            return .now(
-                error.kind == .unauthorized
-                    ? .error(.badSignature(error.message))
-                    : .error(.badRequest(error.message)))
-        }
-        switch copy {
-        case .addressCheck:
-            GatewayMetrics.notification(provider: "netease", result: "address_check")
-        case .other:
-            GatewayMetrics.notification(provider: "netease", result: "ignored")
-        case .notification(let from, let to, let attach, let messageID):
-            let age = GatewayMetrics.copyArrived(sent: sent, now: now)
-            if let messageID, !recentMessages.insert(messageID) {
-                GatewayMetrics.notification(provider: "netease", result: "duplicate")
-            } else if arcade.machine(to) == nil {
-                // Other accounts of the app are copied too; they are not this site's machines.
-                GatewayMetrics.notification(provider: "netease", result: ErrorCode.unknownMachine.rawValue)
-            } else {
-                let (outcome, ticket) = arcade.handleNow(
-                    PlayerNotification(from: from, to: to, attach: Array(attach.utf8), provider: "netease", age: age, voucher: voucher))
-                guard let ticket else {
-                    GatewayMetrics.notification(provider: "netease", result: outcome.metricLabel)
-                    return .now(Self.copyAccepted)
-                }
-                return .afterWrite(ticket) { durable in
-                    GatewayMetrics.notification(provider: "netease", result: durable ? outcome.metricLabel : ErrorCode.gatewayUnavailable.rawValue)
-                    // Not saved in time: a 503 lets NetEase count the copy as not delivered.
-                    return durable ? Self.copyAccepted : IngressAnswer(status: .serviceUnavailable, body: Array(#"{"code":503}"#.utf8))
-                }
-            }
-        }
-        return .now(Self.copyAccepted)
-    }
-
-    /// A refused request's warning, or none when one of the same `kind` (a
-    /// constant, never text from the request) went out in the last 10 s; the
-    /// next one says how many were held back.
-    private func warnRefused(_ kind: String, _ message: Logger.Message, reason: String) {
-        refusalLog.warning(kind, message, ["http.reason": .string(reason)], on: logger)
-    }
-
     /// NetEase reads only the status; the body is the same for every copy.
     static let copyAccepted = IngressAnswer(status: .ok, body: Array(#"{"code":200}"#.utf8))
 
@@ -215,46 +224,6 @@ struct Ingress: Sendable {
             throw .badSignature("\(GenericEnvelope.timestampHeader) must be Unix seconds within the allowed clock skew.")
         }
         return (signature, seconds)
-    }
-
-    private func generic(body: [UInt8], header: (String) -> String?, settings: GenericSettings, voucher: ChainVoucher?) -> IngressResult {
-        let now = now()
-        let signature: String
-        let seconds: Int64
-        do throws(Refusal) {
-            (signature, seconds) = try Self.verifyGeneric(body: body, header: header, settings: settings, now: now)
-        } catch {
-            GatewayMetrics.notification(provider: "generic", result: "unauthorized")
-            return .now(.error(error))
-        }
-        guard replays.accept(signature: signature, timestamp: seconds, now: now) else {
-            GatewayMetrics.notification(provider: "generic", result: "replayed")
-            warnRefused("generic.replayed", "Generic notification replayed", reason: "the same signed bytes were already accepted")
-            return .now(
-                .error(
-                    Refusal(
-                        .conflict, code: "replayed",
-                        "These signed bytes were already accepted; send each notification once, with its own timestamp and signature.")))
-        }
-        let age = GatewayMetrics.copyArrived(sent: Date(timeIntervalSince1970: Double(seconds)), now: now)
-        guard let envelope = GenericEnvelope.decode(body) else {
-            GatewayMetrics.notification(provider: "generic", result: "malformed")
-            return .now(
-                .error(.badRequest(#"The body must be a JSON object {"from":string,"to":string,"attach":string or object}."#)))
-        }
-        let (outcome, ticket) = arcade.handleNow(
-            PlayerNotification(from: envelope.from, to: envelope.to, attach: envelope.attach, provider: "generic", age: age, voucher: voucher))
-        guard let ticket else {
-            GatewayMetrics.notification(provider: "generic", result: outcome.metricLabel)
-            if outcome.isPassingRefusal { replays.forget(signature: signature) }
-            return .now(Self.answer(outcome))
-        }
-        return .afterWrite(ticket) { [replays] durable in
-            let told = durable ? outcome : .rejected(Arcade.notSavedInTime)
-            GatewayMetrics.notification(provider: "generic", result: told.metricLabel)
-            if told.isPassingRefusal { replays.forget(signature: signature) }
-            return Self.answer(told)
-        }
     }
 
     /// The generic webhook's answer: what happened, or why not.

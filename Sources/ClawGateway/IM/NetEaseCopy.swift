@@ -23,20 +23,14 @@ enum NetEaseCopy: Equatable {
     /// The headers ``read(body:header:settings:now:)`` looks at, lower-case.
     static let headerNames: Set<String> = ["md5", "checksum", "curtime", "appkey"]
 
-    /// Checks the headers against the raw body and the app's secret, then reads the body.
+    /// Checks the headers against the raw body and the app's secret, then
+    /// reads the body; with when NetEase stamped the copy (its `CurTime`):
+    /// how old it is when it comes (SPEC §13).
     ///
     /// - Parameters:
     ///   - header: header lookup by lower-case name (``headerNames``).
     ///   - now: the current wall time, for the `CurTime` window.
     static func read(
-        body: [UInt8], header: (String) -> String?, settings: NetEaseSettings, now: Date
-    ) throws(Refusal) -> NetEaseCopy {
-        try readStamped(body: body, header: header, settings: settings, now: now).copy
-    }
-
-    /// ``read(body:header:settings:now:)``, with when NetEase stamped the
-    /// copy (its `CurTime`): how old it is when it comes (SPEC §13).
-    static func readStamped(
         body: [UInt8], header: (String) -> String?, settings: NetEaseSettings, now: Date
     ) throws(Refusal) -> (copy: NetEaseCopy, sent: Date) {
         guard let md5 = header("md5"), let checksum = header("checksum"), let curTime = header("curtime") else {

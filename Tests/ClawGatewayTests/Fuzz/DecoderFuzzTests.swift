@@ -62,7 +62,7 @@ extension HeavySuites {
                 }
                 let lookup: (String) -> String? = { name in headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
                 do throws(NetEaseCopy.Refusal) {
-                    switch try NetEaseCopy.read(body: body, header: lookup, settings: settings, now: now) {
+                    switch try NetEaseCopy.read(body: body, header: lookup, settings: settings, now: now).copy {
                     case .addressCheck: outcomes["address_check", default: 0] += 1
                     case .notification: outcomes["notification", default: 0] += 1
                     case .other: outcomes["other", default: 0] += 1

@@ -3,10 +3,9 @@ import Hummingbird
 import Logging
 import NIOCore
 
-/// The router's HTTP routes (SPEC §9): the two ingresses, checked with the
-/// gateway's own code (``NetEaseCopy/read(body:header:settings:now:)``,
-/// ``Ingress/verifyGeneric(body:header:settings:now:)``) and handed to the
-/// ``ChainRouter``; health and readiness; the sites and the metrics behind
+/// The router's HTTP routes (SPEC §9): the two ingresses, verified and read
+/// as a site reads them (``Ingress/Route/read(body:header:now:)``) and
+/// handed to the ``ChainRouter``; health and readiness; the sites and the metrics behind
 /// the read token.
 ///
 /// The address check and events that are no player's notification are
@@ -22,18 +21,11 @@ struct RouterRoutes: Sendable {
     var refusalLog = LogLimiter()
 
     func add(ingress: Router<GatewayRequestContext>) {
-        if let settings = im.netease {
-            ingress.post(RouterPath(settings.callbackPath)) { request, _ in
-                let (body, headers) = try await Self.read(request, headers: NetEaseCopy.headerNames)
-                RouterMetrics.copies["netease"]?.increment()
-                return JSONResponse.make(await netease(body: body, headers: headers, settings: settings))
-            }
-        }
-        if let settings = im.generic {
-            ingress.post(RouterPath(Ingress.genericPath)) { request, _ in
-                let (body, headers) = try await Self.read(request, headers: Ingress.genericHeaders)
-                RouterMetrics.copies["generic"]?.increment()
-                return JSONResponse.make(await generic(body: body, headers: headers, settings: settings))
+        for (path, route) in Ingress.routes(of: im) {
+            ingress.post(RouterPath(path)) { request, _ in
+                let (body, headers) = try await Self.read(request, headers: route.headerNames)
+                RouterMetrics.copies[route.provider]?.increment()
+                return JSONResponse.make(await handle(route, body: body, headers: headers))
             }
         }
     }
@@ -68,54 +60,29 @@ struct RouterRoutes: Sendable {
         return (body, request.headers(named: names))
     }
 
-    private func netease(body: [UInt8], headers: [String: String], settings: NetEaseSettings) async -> IngressAnswer {
+    private func handle(_ route: Ingress.Route, body: [UInt8], headers: [String: String]) async -> IngressAnswer {
         let received = now()
         let arrived = ContinuousClock.now
-        let copy: NetEaseCopy
-        do {
-            copy = try NetEaseCopy.read(body: body, header: { headers[$0] }, settings: settings, now: received)
+        let request: IngressRequest
+        do throws(IngressRefusal) {
+            request = try route.read(body: body, header: { headers[$0] }, now: received)
         } catch {
-            let unauthorized = error.kind == .unauthorized
-            RouterMetrics.refused[unauthorized ? .unauthorized : .malformed]?.increment()
-            warnRefused(unauthorized ? "netease.unauthorized" : "netease.malformed", "NetEase copy refused", reason: error.message)
-            return .error(unauthorized ? .badSignature(error.message) : .badRequest(error.message))
+            RouterMetrics.refused[error.reason == .unauthorized ? .unauthorized : .malformed]?.increment()
+            refusalLog.warning(error.logKind, "Notification refused", ["http.reason": .string(error.refusal.message)], on: logger)
+            return .error(error.refusal)
         }
-        switch copy {
+        switch request {
         case .addressCheck:
             RouterMetrics.local[.addressCheck]?.increment()
             return Ingress.copyAccepted
-        case .other:
+        case .otherEvent:
             RouterMetrics.local[.otherEvent]?.increment()
             return Ingress.copyAccepted
-        case .notification(let from, let to, let attach, _):
+        case .notification(let notification):
             return await router.route(
                 RouterCopy(
-                    provider: "netease", from: from, to: to, attach: Array(attach.utf8), body: body, headers: headers, received: received,
-                    arrived: arrived))
+                    provider: notification.provider, from: notification.from, to: notification.to, attach: notification.attach, body: body,
+                    headers: headers, received: received, arrived: arrived))
         }
-    }
-
-    private func generic(body: [UInt8], headers: [String: String], settings: GenericSettings) async -> IngressAnswer {
-        let received = now()
-        let arrived = ContinuousClock.now
-        do throws(Refusal) {
-            _ = try Ingress.verifyGeneric(body: body, header: { headers[$0] }, settings: settings, now: received)
-        } catch {
-            RouterMetrics.refused[.unauthorized]?.increment()
-            warnRefused("generic.unauthorized", "Generic notification refused", reason: error.message)
-            return .error(error)
-        }
-        guard let envelope = GenericEnvelope.decode(body) else {
-            RouterMetrics.refused[.malformed]?.increment()
-            return .error(.badRequest(#"The body must be a JSON object {"from":string,"to":string,"attach":string or object}."#))
-        }
-        return await router.route(
-            RouterCopy(
-                provider: "generic", from: envelope.from, to: envelope.to, attach: envelope.attach, body: body, headers: headers,
-                received: received, arrived: arrived))
-    }
-
-    private func warnRefused(_ kind: String, _ message: Logger.Message, reason: String) {
-        refusalLog.warning(kind, message, ["http.reason": .string(reason)], on: logger)
     }
 }
