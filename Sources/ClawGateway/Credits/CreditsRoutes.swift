@@ -44,8 +44,8 @@ struct CreditsRoutes<Context: OperatorRequestContext>: Sendable {
         }
         reads.get("/v1/players/:provider/:account/wallet") { request, context in
             let player = try player(context)
-            let limit = try ReadRoutes<Context>.integer(request, "limit", default: 20, range: 1...500)
-            let offset = try ReadRoutes<Context>.integer(request, "offset", default: 0, range: 0...1_000_000)
+            let limit = try request.integer("limit", default: 20, range: 1...500)
+            let offset = try request.integer("offset", default: 0, range: 0...1_000_000)
             let page = try await keeper.wallet(player, limit: limit, offset: offset)
             return JSONResponse.make(.ok, WalletAnswer(player, page))
         }

@@ -58,3 +58,12 @@ struct FreeGames: GameLedger {
         return (result, writes.isEmpty ? nil : writer.submit(writes, machine: machine))
     }
 }
+
+/// How a transition reaches the chain's ledger (SPEC §11).
+struct ChainLedgerContext: Sendable {
+    /// `chain.wallet_timeout`: an accept whose debit is not answered within
+    /// it is refused `gateway_unavailable`, and the offer stands.
+    var timeout: Duration
+    /// Whether the site's link to the chain is up: an accept is refused at once while it is not.
+    var reachable: Bool
+}

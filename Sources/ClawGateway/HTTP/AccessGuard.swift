@@ -196,3 +196,20 @@ final class TokenThrottle: Sendable {
         if let stalest { records[stalest.key] = nil }
     }
 }
+
+extension Refusal {
+    /// No token, or a wrong one, for a route of this scope; `section` is
+    /// where the tokens are set (`http`, `router`, `recorder`).
+    static func unauthorized(_ scope: AccessPolicy.Scope, section: String = "http") -> Refusal {
+        switch scope {
+        case .admin:
+            Refusal(
+                .unauthorized, code: "unauthorized",
+                "Send the admin token (\(section).admin_token) or an admin operator's token as Authorization: Bearer <token>.")
+        default:
+            Refusal(
+                .unauthorized, code: "unauthorized",
+                "Send the read token (\(section).read_token), the admin token or an operator's token as Authorization: Bearer <token>.")
+        }
+    }
+}

@@ -32,8 +32,8 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
         }
         reads.get("/v1/machines/:id/games") { request, context in
             let machine = try machine(context)
-            let limit = try Self.integer(request, "limit", default: 20, range: 1...500)
-            let offset = try Self.integer(request, "offset", default: 0, range: 0...Int.max)
+            let limit = try request.integer("limit", default: 20, range: 1...500)
+            let offset = try request.integer("offset", default: 0, range: 0...Int.max)
             return JSONResponse.make(
                 .ok, GameList(games: try await arcade.writer.store.games(machine: machine.id, limit: limit, offset: offset)))
         }
@@ -56,14 +56,6 @@ struct ReadRoutes<Context: RequestContext>: Sendable {
 
     private func machine(_ context: Context) throws -> Machine {
         try arcade.machine(in: context)
-    }
-
-    static func integer(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
-        guard let text = request.uri.queryParameters[Substring(name)] else { return value }
-        guard let number = Int(text), range.contains(number) else {
-            throw Refusal.badParameter(name, "must be an integer from \(range.lowerBound) to \(range.upperBound == Int.max ? "any" : String(range.upperBound))")
-        }
-        return number
     }
 }
 

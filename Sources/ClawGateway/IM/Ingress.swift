@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
 import Logging
 import NIOCore
 import Protocol
@@ -255,6 +256,16 @@ struct Ingress: Sendable {
             return ok([("message", .string(reason)), ("result", "ignored")])
         }
     }
+}
+
+extension JSONResponse {
+    /// The ingress's answer as a response (the router's, the full pipeline's).
+    static func make(_ answer: IngressAnswer) -> Response {
+        Response(
+            status: answer.status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
+    }
+
 }
 
 extension RequestOutcome {

@@ -30,43 +30,6 @@ enum MachineEffect: Sendable {
     case gone
 }
 
-/// A player: the account and the IM provider it is an account of (SPEC §5).
-/// `alice` on NetEase and `alice` on the generic webhook are two players,
-/// with their own queue places, budgets and replies; replies go back
-/// through the provider.
-struct PlayerAddress: Sendable, Equatable, Hashable {
-    var accid: String
-    var provider: String
-}
-
-extension GameEvent {
-    /// Names the player of the event: account and provider.
-    mutating func set(_ player: PlayerAddress?) {
-        self.player = player?.accid
-        provider = player?.provider
-    }
-}
-
-/// A reply on its way to a player.
-struct PlayerReply: Sendable, Equatable {
-    enum Priority: Int, Sendable, Comparable {
-        /// Refusals (command 9) and relayed acks: useful, but never ahead of a turn.
-        case normal = 0
-        /// Turn offers (11), results (4) and queue positions (8): a player
-        /// waits on these to play.
-        case high = 1
-
-        static func < (a: Priority, b: Priority) -> Bool { a.rawValue < b.rawValue }
-    }
-
-    var to: PlayerAddress
-    var message: WireMessage
-    var priority: Priority
-    /// On the game clock: past this, the reply is worthless (an offer after
-    /// its accept deadline) and is dropped rather than sent.
-    var expires: Duration?
-}
-
 /// The result of one transition: what it answers, and what must happen
 /// because of it.
 struct Step<Outcome: Sendable>: Sendable {
@@ -93,13 +56,4 @@ struct TransitionContext: Sendable {
     /// In a chain whose games cost credits: the chain's ledger debits them
     /// (SPEC §11), asked over the site's link; nil otherwise.
     var chainLedger: ChainLedgerContext? = nil
-}
-
-/// How a transition reaches the chain's ledger (SPEC §11).
-struct ChainLedgerContext: Sendable {
-    /// `chain.wallet_timeout`: an accept whose debit is not answered within
-    /// it is refused `gateway_unavailable`, and the offer stands.
-    var timeout: Duration
-    /// Whether the site's link to the chain is up: an accept is refused at once while it is not.
-    var reachable: Bool
 }

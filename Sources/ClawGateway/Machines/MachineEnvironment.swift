@@ -19,13 +19,6 @@ extension MQTTClient: MachinePublisher {
     }
 }
 
-/// How replies reach players (commands 4, 5, 8, 9, 11). Sending never blocks
-/// the game: an implementation hands the reply to its own delivery.
-protocol PlayerChannel: Sendable {
-    /// Sends `reply` from the machine's IM account through the reply's provider.
-    func send(_ reply: PlayerReply, from machine: MachineConfig)
-}
-
 /// Who hears of what a machine publishes, besides MQTT: each snapshot and
 /// each event, as it goes out, whether or not the broker takes it. Called
 /// on the thread that carries out the machine's effects: it must not block.

@@ -15,8 +15,8 @@ struct PrizeRoutes<Context: OperatorRequestContext>: Sendable {
     func add(reads: RouterGroup<Context>, admin: RouterGroup<Context>?) {
         reads.get("/v1/players/:provider/:account/prizes") { request, context in
             let player = try CreditsRoutes<Context>.player(context, providers: providers)
-            let limit = try ReadRoutes<Context>.integer(request, "limit", default: 50, range: 1...500)
-            let offset = try ReadRoutes<Context>.integer(request, "offset", default: 0, range: 0...1_000_000)
+            let limit = try request.integer("limit", default: 50, range: 1...500)
+            let offset = try request.integer("offset", default: 0, range: 0...1_000_000)
             let prizes = try await answer { () throws(PrizeRefusal) in try await keeper.prizes(of: player, limit: limit, offset: offset) }
             return JSONResponse.make(.ok, PrizeList(prizes: prizes.map { PrizeAnswer($0.prize, parcel: $0.parcel) }))
         }
@@ -41,8 +41,8 @@ struct PrizeRoutes<Context: OperatorRequestContext>: Sendable {
         }
         admin.get("/v1/parcels") { request, _ in
             let state = try Self.parcelState(request)
-            let limit = try ReadRoutes<Context>.integer(request, "limit", default: 100, range: 1...500)
-            let offset = try ReadRoutes<Context>.integer(request, "offset", default: 0, range: 0...1_000_000)
+            let limit = try request.integer("limit", default: 100, range: 1...500)
+            let offset = try request.integer("offset", default: 0, range: 0...1_000_000)
             let parcels = try await answer { () throws(PrizeRefusal) in try await keeper.parcels(state: state, limit: limit, offset: offset) }
             return JSONResponse.make(.ok, ParcelList(parcels: parcels.map { ParcelAnswer($0) }))
         }

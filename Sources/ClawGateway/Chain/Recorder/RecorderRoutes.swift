@@ -150,11 +150,7 @@ struct RecorderRoutes: Sendable {
         }
 
         func integer(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws(Refusal) -> Int {
-            guard let text = values[name] else { return fallback }
-            guard let number = Int(text), range.contains(number) else {
-                throw Refusal.badParameter(name, "must be an integer from \(range.lowerBound) to \(range.upperBound)")
-            }
-            return number
+            try QueryParameter.integer(values[name].map { Substring($0) }, name: name, default: fallback, range: range)
         }
 
         func outcome(_ name: String) throws(Refusal) -> GameOutcome? {
