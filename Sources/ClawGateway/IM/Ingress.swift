@@ -100,7 +100,7 @@ struct Ingress: Sendable {
             request = try route.read(body: body, header: header, now: now)
         } catch {
             GatewayMetrics.notification(provider: error.provider, result: error.reason.rawValue)
-            refusalLog.warning(error.logKind, "Notification refused", ["http.reason": .string(error.refusal.message)], on: logger)
+            refusalLog.warning(error.logKind, error.logMessage, ["http.reason": .string(error.refusal.message)], on: logger)
             return .now(.error(error.refusal))
         }
         switch request {
@@ -120,7 +120,7 @@ struct Ingress: Sendable {
         if let key = notification.replayKey, !replays.accept(signature: key.signature, timestamp: key.timestamp, now: now) {
             GatewayMetrics.notification(provider: provider, result: "replayed")
             refusalLog.warning(
-                "\(provider).replayed", "Notification replayed", ["http.reason": "the same signed bytes were already accepted"], on: logger)
+                "\(provider).replayed", "Generic notification replayed", ["http.reason": "the same signed bytes were already accepted"], on: logger)
             return .now(
                 .error(
                     Refusal(

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Protocol
 
 /// A request of one of the ingresses, verified and read (SPEC §5): what the
@@ -49,6 +50,11 @@ struct IngressRefusal: Error, Sendable, Equatable {
 
     /// The refusal log's kind (a constant, never text from the request).
     var logKind: String { "\(provider).\(reason.rawValue)" }
+
+    /// The refusal log's line: `NetEase copy refused`, `Generic notification refused`.
+    var logMessage: Logger.Message {
+        provider == "netease" ? "NetEase copy refused" : "Generic notification refused"
+    }
 }
 
 extension Ingress.Route {

@@ -3,16 +3,14 @@ import Foundation
 import Logging
 
 // The client's own thread: connecting, the network loop, and what the
-// callbacks noted. The callbacks run inside libmosquitto's loop calls, which
-// are made holding the client's lock (``MQTTClient/Guarded/locked(_:)``):
-// they change ``MQTTClient/Core`` and only take note; the loop thread acts on the notes after it
-// released the lock, so that hooks and handlers may publish.
+// callbacks noted. The callbacks run inside libmosquitto's calls and only
+// post notes to the client's mailbox; every call made holding the client's
+// lock (``MQTTClient/driving(_:)``) takes the notes into ``MQTTClient/Core``
+// before letting go, and the loop thread acts on what they leave pending
+// after it has let go, so that hooks and handlers may publish.
 extension MQTTClient {
     private var isStopping: Bool {
-        core.withLock { core in
-            if case .running = core.phase { return false }
-            return true
-        }
+        core.withLock { !$0.isRunning }
     }
 
     /// Connect, run the network loop until the connection ends, back off,
@@ -76,12 +74,7 @@ extension MQTTClient {
             wake.wait(timeout: .seconds(delay))
             delay = min(delay * 2, configuration.reconnectDelay.upperBound)
         }
-        let waiters = core.withLock { core in
-            setConnection(.down, &core)
-            core.phase = .stopped
-            defer { core.stopWaiters = [] }
-            return core.stopWaiters
-        }
+        let waiters = core.withLock { $0.ended() }
         waiters.forEach { $0.resume() }
     }
 
@@ -95,21 +88,21 @@ extension MQTTClient {
         var stopDeadline: ContinuousClock.Instant?
         var rc = MOSQ_ERR_SUCCESS.rawValue
         defer {
-            core.locked {
-                core.withLock { setConnection(.down, &$0) }
+            driving { core in
+                core.lost()
                 mosquitto_log_callback_set(mosq, mqttOnLog)
             }
         }
         core.withLock { $0.dropRequested = false }
         while true {
             enum Step { case poll, drop, stop }
-            let step = core.locked { () -> Step in
-                let step = core.withLock { core -> Step in
-                    if stopDeadline == nil, case .running = core.phase, core.dropRequested {
-                        core.dropRequested = false
-                        return .drop
-                    }
-                    return stopDeadline == nil && core.phase != .running ? .stop : .poll
+            let step = driving { core -> Step in
+                let step: Step
+                if stopDeadline == nil, core.isRunning, core.dropRequested {
+                    core.dropRequested = false
+                    step = .drop
+                } else {
+                    step = stopDeadline == nil && !core.isRunning ? .stop : .poll
                 }
                 // The disconnect callback runs inside these calls.
                 switch step {
@@ -124,7 +117,7 @@ extension MQTTClient {
             case .stop: stopDeadline = clock.now.advanced(by: .seconds(2))
             case .poll: break
             }
-            let (socket, wantWrite) = core.locked { (mosquitto_socket(mosq), mosquitto_want_write(mosq)) }
+            let (socket, wantWrite) = core.withLock { _ in (mosquitto_socket(mosq), mosquitto_want_write(mosq)) }
             guard socket >= 0 else { return (MOSQ_ERR_NO_CONN.rawValue, false) }
             if let stopDeadline, !wantWrite || clock.now > stopDeadline {
                 // The DISCONNECT (and what was published before it) is written.
@@ -139,7 +132,7 @@ extension MQTTClient {
             if fds[1].revents != 0 { wake.clear() }
             let readable = fds[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0
             let writable = fds[0].revents & Int16(POLLOUT) != 0
-            rc = core.locked { () -> Int32 in
+            rc = driving { _ -> Int32 in
                 // On POLLOUT the read side runs too: a TLS handshake that wants
                 // to write continues from loop_read (SSL_connect).
                 if readable || writable {
@@ -162,18 +155,16 @@ extension MQTTClient {
     /// thread, without the lock, so the hooks and handlers may publish.
     private func actOnNotes() {
         let (notes, connectedHooks, ackHooks, handler) = core.withLock { core in
-            defer { core.noted = Noted() }
-            return (core.noted, core.connectedHooks, core.subscribeAckHooks, core.handler)
+            defer { core.pending = Pending() }
+            return (core.pending, core.connectedHooks, core.subscribeAckHooks, core.handler)
         }
         if notes.connectedAgain {
             // libmosquitto formats a debug line for every packet while a log
             // callback is set; its warnings matter while connecting (TLS,
             // refusals), not on a working connection.
-            core.locked { mosquitto_log_callback_set(handle.pointer, nil) }
+            core.withLock { _ in mosquitto_log_callback_set(handle.pointer, nil) }
             for hook in connectedHooks { hook() }
-            core.withLock { core in
-                if case .hooks(let generation) = core.connection { setConnection(.open(generation: generation), &core) }
-            }
+            core.withLock { $0.hooksRan() }
         }
         for ack in notes.subscribeAcks {
             for hook in ackHooks { hook(ack) }
@@ -188,67 +179,20 @@ extension MQTTClient {
         return Mosquitto.describe(rc)
     }
 
-    // MARK: Callbacks (the loop thread, within the lock)
+    // MARK: Callbacks (within a library call: they post notes, nothing else)
 
-    func didConnect(reasonCode: Int32) {
-        guard reasonCode == 0 else {
-            // MQTT 3.1.1 CONNACK codes are not v5 reason codes (5 is "not authorised" there).
-            let reason = String(
-                cString: configuration.protocolVersion == .v5 ? mosquitto_reason_string(reasonCode) : mosquitto_connack_string(reasonCode))
-            core.withLock { $0.lastError = "broker refused the connection: \(reason)" }
-            logger.error("MQTT broker refused the connection", metadata: ["mqtt.reason": .string(reason)])
-            return
-        }
-        let (count, broker, subscriptions) = core.withLock { core in
-            core.generation += 1
-            core.connects += 1
-            core.lastError = nil
-            core.pendingSubscribes = [:]
-            core.noted.connectedAgain = true
-            setConnection(.hooks(generation: core.generation), &core)
-            return (core.connects, core.broker, core.subscriptions)
-        }
-        subscribeNow(subscriptions)
-        logger.info(
-            count == 1 ? "MQTT connected" : "MQTT reconnected",
-            metadata: ["mqtt.broker": "\(broker)", "mqtt.connects": "\(count)"])
-    }
+    func didConnect(reasonCode: Int32) { mailbox.post(.connack(reasonCode: reasonCode)) }
 
-    func didDisconnect(reasonCode: Int32) {
-        let running = core.withLock { core -> Bool in
-            setConnection(.down, &core)
-            guard case .running = core.phase else { return false }
-            if reasonCode != 0 { core.lastError = "connection lost: \(Mosquitto.describe(reasonCode))" }
-            return true
-        }
-        guard running else { return }
-        logger.warning("MQTT connection lost, reconnecting", metadata: ["mqtt.error": .string(Mosquitto.describe(reasonCode))])
-    }
+    func didDisconnect(reasonCode: Int32) { mailbox.post(.disconnected(reasonCode: reasonCode)) }
 
-    func didSubscribe(mid: Int32, granted: [Int32]) {
-        core.withLock { core in
-            guard let topics = core.pendingSubscribes.removeValue(forKey: mid) else { return }
-            var ack = MQTTSubscribeAck(granted: [], refused: [])
-            for (offset, topic) in topics.enumerated() {
-                // A missing code counts as refused: the broker did not grant it.
-                let code = offset < granted.count ? granted[offset] : 0x80
-                if code >= 0 && code <= 2 { ack.granted.append(topic) } else { ack.refused.append(topic) }
-            }
-            core.noted.subscribeAcks.append(ack)
-        }
-    }
+    func didSubscribe(mid: Int32, granted: [Int32]) { mailbox.post(.suback(mid: mid, granted: granted)) }
 
-    func didReceive(_ message: MQTTMessage) {
-        core.withLock { $0.noted.messages.append(message) }
-    }
+    func didReceive(_ message: MQTTMessage) { mailbox.post(.message(message)) }
 
     /// Whether a payload of `length` bytes is taken at all.
     func accepts(length: Int) -> Bool {
         guard let limit = configuration.maxInboundPayload, length > limit else { return true }
-        let count = core.withLock { core in
-            core.oversized += 1
-            return core.oversized
-        }
+        let count = oversizedCount()
         warnings.warning(
             "oversized", "Oversized MQTT message dropped",
             [
@@ -260,7 +204,54 @@ extension MQTTClient {
 
     func didLog(level: Int32, _ text: String) {
         guard level & Int32(MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
-        core.withLock { $0.lastError = text }
+        mailbox.post(.log(text))
         logger.warning("libmosquitto", metadata: ["mqtt.log": .string(text)])
+    }
+
+    // MARK: The notes taken in (holding the lock)
+
+    /// Takes what the callbacks noted into the state, in the order they
+    /// noted it, by its named transitions. Holding the lock; a CONNACK's
+    /// SUBSCRIBEs go out from here.
+    func takeNotes(_ core: inout Core) {
+        while case let notes = mailbox.take(), !notes.isEmpty {
+            for note in notes { take(note, &core) }
+        }
+    }
+
+    private func take(_ note: CallbackNote, _ core: inout Core) {
+        switch note {
+        case .connack(let reasonCode) where reasonCode != 0:
+            // MQTT 3.1.1 CONNACK codes are not v5 reason codes (5 is "not authorised" there).
+            let reason = String(
+                cString: configuration.protocolVersion == .v5 ? mosquitto_reason_string(reasonCode) : mosquitto_connack_string(reasonCode))
+            core.lastError = "broker refused the connection: \(reason)"
+            logger.error("MQTT broker refused the connection", metadata: ["mqtt.reason": .string(reason)])
+        case .connack:
+            core.connected()
+            subscribeNow(core.subscriptions, &core)
+            logger.info(
+                core.connects == 1 ? "MQTT connected" : "MQTT reconnected",
+                metadata: ["mqtt.broker": "\(core.broker)", "mqtt.connects": "\(core.connects)"])
+        case .disconnected(let reasonCode):
+            let running = core.isRunning
+            core.lost()
+            guard running else { return }
+            if reasonCode != 0 { core.lastError = "connection lost: \(Mosquitto.describe(reasonCode))" }
+            logger.warning("MQTT connection lost, reconnecting", metadata: ["mqtt.error": .string(Mosquitto.describe(reasonCode))])
+        case .suback(let mid, let granted):
+            guard let topics = core.pendingSubscribes.removeValue(forKey: mid) else { return }
+            var ack = MQTTSubscribeAck(granted: [], refused: [])
+            for (offset, topic) in topics.enumerated() {
+                // A missing code counts as refused: the broker did not grant it.
+                let code = offset < granted.count ? granted[offset] : 0x80
+                if code >= 0 && code <= 2 { ack.granted.append(topic) } else { ack.refused.append(topic) }
+            }
+            core.pending.subscribeAcks.append(ack)
+        case .message(let message):
+            core.pending.messages.append(message)
+        case .log(let text):
+            core.lastError = text
+        }
     }
 }

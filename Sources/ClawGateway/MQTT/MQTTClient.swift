@@ -21,18 +21,25 @@ import Synchronization
 /// - Inbound messages go to the handler given to ``onMessage(_:)``, on the
 ///   client's own thread: one way in.
 ///
-/// **One lock, one state.** libmosquitto 2.0.11 does not protect a client's
-/// socket or TLS session against use from two threads at once (nothing
-/// guards `mosq->sock` or `mosq->ssl`; a read error closes them under no
-/// lock). So the client runs libmosquitto unthreaded (`mosq_ts_none`, where a
-/// publish writes from the calling thread) and every call into the library
-/// but `connect` (made only while no one else may touch the client) is made
-/// holding one lock, which also guards everything the client knows
-/// (``Core``). Its own thread waits in `poll` without the lock and drives
-/// `mosquitto_loop_read`/`write`/`misc` under it. The callbacks run inside
-/// those calls, so they may read and change the state directly; they only
-/// take note of what happened (messages, a new connection, a SUBACK), and
-/// the loop thread acts on the notes after releasing the lock.
+/// **One lock, one state, never re-entered.** libmosquitto 2.0.11 does not
+/// protect a client's socket or TLS session against use from two threads at
+/// once (nothing guards `mosq->sock` or `mosq->ssl`; a read error closes them
+/// under no lock). So the client runs libmosquitto unthreaded (`mosq_ts_none`,
+/// where a publish writes from the calling thread) and every call into the
+/// library but `connect` (made only while no one else may touch the client)
+/// is made holding one lock, which also guards everything the client knows
+/// (``Core``, whose ``Core/Lifecycle`` is the one answer to "may I publish").
+/// Its own thread waits in `poll` without the lock and drives
+/// `mosquitto_loop_read`/`write`/`misc` under it.
+///
+/// The callbacks run inside those calls, and never touch the state: they
+/// post a ``CallbackNote`` to a mailbox of its own (its own small lock, taken
+/// after the client's, never the other way). Before the lock is let go, the
+/// notes are folded into the state by its named transitions
+/// (``Core/connected()``, ``Core/lost()``, ...); what must run outside the
+/// lock (the connected hooks, SUBACK hooks, the message handler) the loop
+/// thread runs once it has let go. No section of the lock is ever entered
+/// twice by one thread.
 ///
 /// The thread is this client's rather than `mosquitto_loop_start`'s:
 /// libmosquitto's own never retries a first connect that failed (upstream
@@ -47,27 +54,24 @@ final class MQTTClient: Sendable {
     /// Wakes the loop thread from `poll` (shutdown, output waiting) and from a backoff sleep.
     let wake: WakePipe
     let warnings = LogLimiter()
-    /// ``Core/connection`` for readers that must not wait for the lock
-    /// (every machine transition asks): 0 down, 1 its hooks run, 2 open;
-    /// written only under the lock, with it.
-    private let up = Atomic<Int>(0)
     /// The loop thread, which alone publishes while the hooks run; set once, as it starts.
     let loopThread = Atomic<UInt>(0)
+    /// What the callbacks noted since the state last took them in.
+    let mailbox = Mailbox()
+    /// Inbound messages dropped so far for being over ``MQTTClientConfiguration/maxInboundPayload``.
+    private let oversized = Atomic<Int>(0)
 
-    /// Everything the client knows, guarded by its one lock.
+    /// One more message dropped for its size: how many so far.
+    func oversizedCount() -> Int { oversized.add(1, ordering: .relaxed).newValue }
+
+    /// Everything the client knows, guarded by its one lock; changed only by
+    /// its named transitions.
     struct Core {
-        enum Phase {
+        /// Where the client is, as publishers and the loop thread see it.
+        enum Lifecycle: Equatable {
+            /// Not started.
             case idle
-            /// The loop thread is connecting or connected.
-            case running
-            /// Shutdown asked; the loop thread is sending DISCONNECT and ending.
-            case stopping
-            /// The loop thread has ended.
-            case stopped
-        }
-
-        /// The connection, as publishers see it.
-        enum Connection: Equatable {
+            /// Started, and connecting (or between connections).
             case down
             /// A CONNACK said yes: the connected hooks run, and only they
             /// (the loop thread) publish. A command that reached a new
@@ -76,13 +80,25 @@ final class MQTTClient: Sendable {
             case hooks(generation: Int)
             /// Everyone publishes, on connection `generation`.
             case open(generation: Int)
+            /// Shutdown asked: the loop thread sends DISCONNECT and ends; nobody publishes.
+            case stopping
+            /// The loop thread has ended.
+            case stopped
+
+            /// ``MQTTClient/isConnected``'s lock-free copy: 0 no, 1 the hooks' thread only, 2 yes.
+            var publishers: Int {
+                switch self {
+                case .hooks: 1
+                case .open: 2
+                case .idle, .down, .stopping, .stopped: 0
+                }
+            }
         }
 
-        var phase = Phase.idle
-        var connection = Connection.down
+        private(set) var lifecycle = Lifecycle.idle
         /// One more with every CONNACK that said yes.
-        var generation = 0
-        var connects = 0
+        private(set) var generation = 0
+        private(set) var connects = 0
         /// The broker connected to, or being tried.
         var broker = MQTTBrokerAddress(host: "", port: 0)
         /// The last error libmosquitto or the broker reported, for operators.
@@ -95,58 +111,149 @@ final class MQTTClient: Sendable {
         var handler: (@Sendable (MQTTMessage) -> Void)?
         /// ``dropConnection(reason:)`` asked; the loop thread disconnects.
         var dropRequested = false
-        /// Inbound messages dropped for being over ``MQTTClientConfiguration/maxInboundPayload``.
-        var oversized = 0
         /// Resumed when the loop thread ends.
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
-        /// What the callbacks noted, for the loop thread to act on after the lock.
-        var noted = Noted()
+        /// What the loop thread acts on once it has let go of the lock.
+        var pending = Pending()
+
+        var isRunning: Bool {
+            switch lifecycle {
+            case .down, .hooks, .open: true
+            case .idle, .stopping, .stopped: false
+            }
+        }
+
+        var isConnected: Bool {
+            switch lifecycle {
+            case .hooks, .open: true
+            case .idle, .down, .stopping, .stopped: false
+            }
+        }
+
+        /// The connection a publish goes on now, if it may go: open, or its
+        /// hooks running and the caller is the loop thread.
+        func publishing(onLoopThread: Bool) -> Int? {
+            switch lifecycle {
+            case .open(let generation): generation
+            case .hooks(let generation) where onLoopThread: generation
+            case .idle, .down, .hooks, .stopping, .stopped: nil
+            }
+        }
+
+        /// ``MQTTClient/start()``: idle to down; false if it had started.
+        mutating func start() -> Bool {
+            guard lifecycle == .idle else { return false }
+            lifecycle = .down
+            return true
+        }
+
+        /// A CONNACK said yes: a new generation, whose hooks run first.
+        mutating func connected() {
+            generation += 1
+            connects += 1
+            lastError = nil
+            pendingSubscribes = [:]
+            pending.connectedAgain = true
+            if isRunning { lifecycle = .hooks(generation: generation) }
+        }
+
+        /// The connected hooks have run: the connection is everyone's.
+        mutating func hooksRan() {
+            if case .hooks(let generation) = lifecycle { lifecycle = .open(generation: generation) }
+        }
+
+        /// The connection ended (lost, dropped, or closed by the loop).
+        mutating func lost() {
+            if isConnected { lifecycle = .down }
+        }
+
+        /// ``MQTTClient/shutdown(timeout:)``: whether the loop thread runs and must be waited for.
+        mutating func stop() -> Bool {
+            switch lifecycle {
+            case .idle:
+                lifecycle = .stopped
+                return false
+            case .down, .hooks, .open:
+                lifecycle = .stopping
+                return true
+            case .stopping:
+                return true
+            case .stopped:
+                return false
+            }
+        }
+
+        /// The loop thread has ended: who waited for it.
+        mutating func ended() -> [CheckedContinuation<Void, Never>] {
+            lifecycle = .stopped
+            defer { stopWaiters = [] }
+            return stopWaiters
+        }
     }
 
-    struct Noted {
+    /// What the loop thread does after the lock: the callbacks' notes it
+    /// cannot act on within the lock.
+    struct Pending {
         var messages: [MQTTMessage] = []
         /// A CONNACK said yes since the loop thread last looked.
         var connectedAgain = false
         var subscribeAcks: [MQTTSubscribeAck] = []
     }
 
+    /// What a callback saw, for the state to take in after the library call.
+    enum CallbackNote {
+        case connack(reasonCode: Int32)
+        case disconnected(reasonCode: Int32)
+        case suback(mid: Int32, granted: [Int32])
+        case message(MQTTMessage)
+        case log(String)
+    }
+
+    /// The callbacks' notes. Its lock is taken inside the client's (a
+    /// callback within a library call) or alone (a callback within
+    /// `connect`, made without the client's lock), never the other way.
+    final class Mailbox: Sendable {
+        private let notes = Mutex<[CallbackNote]>([])
+        /// Whether anything waits: a publish looks without taking the lock.
+        private let waiting = Atomic<Bool>(false)
+
+        func post(_ note: CallbackNote) {
+            notes.withLock { $0.append(note) }
+            waiting.store(true, ordering: .releasing)
+        }
+
+        func take() -> [CallbackNote] {
+            guard waiting.load(ordering: .acquiring) else { return [] }
+            waiting.store(false, ordering: .relaxed)
+            return notes.withLock { notes in
+                defer { notes = [] }
+                return notes
+            }
+        }
+    }
+
     /// ``Core`` behind its lock. `@unchecked Sendable`: `value` is read and
     /// written only while `lock` is held.
-    ///
-    /// Two ways in. ``locked(_:)`` holds the lock for calls into
-    /// libmosquitto; the callbacks those calls run, and the code around them,
-    /// read and change the state with ``withLock(_:)``, which sees that its
-    /// thread already holds the lock. Anywhere else ``withLock(_:)`` takes it.
-    /// A state access is never open across a call into the library: its
-    /// callbacks change the same state, and two overlapping accesses would
-    /// break Swift's exclusivity (the runtime stops the process on it).
     final class Guarded: @unchecked Sendable {
         /// A pthread mutex, which sleeps when taken: the sections hold a
         /// socket write, and spinning through one (as `Mutex` does) cost
         /// more CPU than the write itself under load.
         private let lock = NIOLock()
         private var value = Core()
-        /// The thread holding `lock`, for ``withLock(_:)`` to know whether its thread does.
-        private let holder = Atomic<UInt>(0)
+        /// ``Core/Lifecycle/publishers`` as the lock was last let go, for
+        /// readers that must not wait for it (every machine transition asks).
+        private let publishers = Atomic<Int>(0)
 
-        /// Holds the lock while `body` calls into libmosquitto. Not reentrant.
-        func locked<T>(_ body: () throws -> T) rethrows -> T {
-            try lock.withLock {
-                holder.store(pthread_self(), ordering: .relaxed)
-                defer { holder.store(0, ordering: .relaxed) }
-                return try body()
-            }
-        }
-
-        /// Reads or changes the state: within ``locked(_:)`` (the same
-        /// thread) as it is, elsewhere taking the lock. `body` must not call
-        /// into libmosquitto.
+        /// Reads or changes the state, holding the lock. Not reentrant: a
+        /// callback never comes here (it posts to the ``Mailbox``).
         func withLock<T>(_ body: (inout Core) throws -> T) rethrows -> T {
-            if holder.load(ordering: .relaxed) == pthread_self() {
+            try lock.withLock {
+                defer { publishers.store(value.lifecycle.publishers, ordering: .releasing) }
                 return try body(&value)
             }
-            return try locked { try body(&value) }
         }
+
+        var publishersNow: Int { publishers.load(ordering: .acquiring) }
     }
 
     init(configuration: MQTTClientConfiguration, logger: Logger) throws(MQTTError) {
@@ -214,7 +321,7 @@ final class MQTTClient: Sendable {
     /// Whether a publish from this thread goes through now: the connection
     /// is open, or its connected hooks run on this thread.
     var isConnected: Bool {
-        switch up.load(ordering: .acquiring) {
+        switch core.publishersNow {
         case 2: return true
         case 1: return isLoopThread
         default: return false
@@ -237,7 +344,7 @@ final class MQTTClient: Sendable {
     var broker: MQTTBrokerAddress { core.withLock { $0.broker } }
 
     /// Inbound messages dropped so far for being too large.
-    var oversizedMessages: Int { core.withLock { $0.oversized } }
+    var oversizedMessages: Int { oversized.load(ordering: .relaxed) }
 
     /// Runs `hook` after every successful (re)connect, after resubscribing,
     /// on the client's thread; until every hook has run, only they publish.
@@ -262,7 +369,7 @@ final class MQTTClient: Sendable {
     /// but useless (a refused subscription, a peer gone silent).
     func dropConnection(reason: String) {
         let asked = core.withLock { core -> Bool in
-            guard core.connection != .down else { return false }
+            guard core.isConnected else { return false }
             core.lastError = reason
             core.dropRequested = true
             return true
@@ -272,12 +379,9 @@ final class MQTTClient: Sendable {
 
     /// Subscribes now if connected, and again after every reconnect.
     func subscribe(_ topics: [String], qos: MQTTQoS) {
-        core.locked {
-            let connected = core.withLock { core in
-                core.subscriptions += topics.map { ($0, qos) }
-                return core.connection != .down
-            }
-            if connected { subscribeNow(topics.map { ($0, qos) }) }
+        driving { core in
+            core.subscriptions += topics.map { ($0, qos) }
+            if core.isConnected { subscribeNow(topics.map { ($0, qos) }, &core) }
         }
         wake.signal()
     }
@@ -286,12 +390,9 @@ final class MQTTClient: Sendable {
     /// reconnect's subscriptions.
     func unsubscribe(_ topics: [String]) {
         let gone = Set(topics)
-        core.locked {
-            let connected = core.withLock { core in
-                core.subscriptions.removeAll { gone.contains($0.topic) }
-                return core.connection != .down
-            }
-            guard connected, !topics.isEmpty else { return }
+        driving { core in
+            core.subscriptions.removeAll { gone.contains($0.topic) }
+            guard core.isConnected, !topics.isEmpty else { return }
             let strings = topics.map { strdup($0) }
             defer { strings.forEach { free($0) } }
             let rc = strings.withUnsafeBufferPointer { pointers in
@@ -306,12 +407,7 @@ final class MQTTClient: Sendable {
 
     /// Starts connecting in the background; returns at once.
     func start() {
-        let starting = core.withLock { core -> Bool in
-            guard case .idle = core.phase else { return false }
-            core.phase = .running
-            return true
-        }
-        guard starting else { return }
+        guard core.withLock({ $0.start() }) else { return }
         mosquitto_user_data_set(handle.pointer, Unmanaged.passUnretained(self).toOpaque())
         // The thread's closure keeps `self` alive until the thread ends.
         let thread = Thread { self.runLoop() }
@@ -336,17 +432,8 @@ final class MQTTClient: Sendable {
         }
         let (rc, backlog, connection) = topic.withCString { name in
             payload.withUnsafeBytes { bytes in
-                core.locked { () -> (Int32, Bool, Int) in
-                    let generation = core.withLock { core -> Int? in
-                        switch core.connection {
-                        case .open(let generation): return generation
-                        case .hooks(let generation) where isLoopThread:
-                            return generation
-                        case .down, .hooks:
-                            return nil
-                        }
-                    }
-                    guard let generation else { return (MOSQ_ERR_NO_CONN.rawValue, false, 0) }
+                driving { core -> (Int32, Bool, Int) in
+                    guard let generation = core.publishing(onLoopThread: isLoopThread) else { return (MOSQ_ERR_NO_CONN.rawValue, false, 0) }
                     let rc = mosquitto_publish_v5(
                         handle.pointer, nil, name, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, properties)
                     return (rc, mosquitto_want_write(handle.pointer), generation)
@@ -366,14 +453,7 @@ final class MQTTClient: Sendable {
     /// Waits up to `timeout` for the loop thread, which may be inside a
     /// blocking connect to an unreachable broker; past that it ends on its own.
     func shutdown(timeout: Duration = .seconds(5)) async {
-        let wasRunning = core.withLock { core -> Bool in
-            guard case .running = core.phase else {
-                if case .idle = core.phase { core.phase = .stopped }
-                return false
-            }
-            core.phase = .stopping
-            return true
-        }
+        let wasRunning = core.withLock { $0.stop() }
         if wasRunning {
             wake.signal()
             await withTaskGroup(of: Void.self) { group in
@@ -383,14 +463,13 @@ final class MQTTClient: Sendable {
                 group.cancelAll()
             }
         }
-        core.withLock { setConnection(.down, &$0) }
         logger.debug("MQTT client stopped")
     }
 
     private func waitUntilStopped() async {
         await withCheckedContinuation { continuation in
             let stopped = core.withLock { core -> Bool in
-                if case .stopped = core.phase { return true }
+                if core.lifecycle == .stopped { return true }
                 core.stopWaiters.append(continuation)
                 return false
             }
@@ -398,19 +477,19 @@ final class MQTTClient: Sendable {
         }
     }
 
-    /// Sets the connection, and its lock-free copy. Under the lock.
-    func setConnection(_ connection: Core.Connection, _ core: inout Core) {
-        core.connection = connection
-        let value = switch connection {
-        case .down: 0
-        case .hooks: 1
-        case .open: 2
+    /// Holds the lock while `body` calls into libmosquitto with the state,
+    /// then takes in what the callbacks noted meanwhile (``takeNotes(_:)``)
+    /// before letting go.
+    func driving<T>(_ body: (inout Core) -> T) -> T {
+        core.withLock { core in
+            let result = body(&core)
+            takeNotes(&core)
+            return result
         }
-        up.store(value, ordering: .releasing)
     }
 
-    /// Within ``Guarded/locked(_:)`` (a callback, or a caller that took it).
-    func subscribeNow(_ subscriptions: [(topic: String, qos: MQTTQoS)]) {
+    /// Sends SUBSCRIBEs, noting each one's topics until its SUBACK. Holding the lock.
+    func subscribeNow(_ subscriptions: [(topic: String, qos: MQTTQoS)], _ core: inout Core) {
         for qos in [MQTTQoS.atMostOnce, .atLeastOnce] {
             let topics = subscriptions.filter { $0.qos == qos }.map(\.topic)
             // Batches keep each SUBSCRIBE packet small for sites with many machines.
@@ -425,7 +504,7 @@ final class MQTTClient: Sendable {
                 if let error = MQTTError.check(rc, "subscribe to \(batch.first ?? "")…") {
                     logger.error("MQTT subscribe failed", metadata: error.shape.metadata())
                 } else {
-                    core.withLock { $0.pendingSubscribes[mid] = Array(batch) }
+                    core.pendingSubscribes[mid] = Array(batch)
                 }
             }
         }
