@@ -143,3 +143,14 @@ extension NetEaseSettings {
         return request
     }
 }
+
+extension NetEaseAPIError: ShapedError {
+    var shape: ErrorShape {
+        switch self {
+        case .unreachable(let reason):
+            ErrorShape(code: "netease_unreachable", message: "NetEase's server API was not reached", cause: reason)
+        case .refused(let code, let desc):
+            ErrorShape(code: "netease_refused", message: "NetEase refused the call with code \(code)", cause: desc.isEmpty ? nil : desc)
+        }
+    }
+}

@@ -17,3 +17,11 @@ struct ConfigError: Error, Sendable, CustomStringConvertible {
             .joined(separator: "\n")
     }
 }
+
+extension ConfigError: ShapedError {
+    var shape: ErrorShape {
+        ErrorShape(
+            code: "config", message: "\(file): \(problems.count) problem\(problems.count == 1 ? "" : "s")",
+            cause: problems.map(\.description).joined(separator: "; "))
+    }
+}

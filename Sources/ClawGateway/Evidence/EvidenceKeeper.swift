@@ -219,7 +219,9 @@ final class EvidenceKeeper: MachineObserver {
                     row.missing = problem.reason
                     tally.withLock { problem.failed ? ($0.failed += 1) : ($0.missing += 1) }
                     logger.notice(
-                        "A game has no clip of a camera", metadata: ["game.session": .string(job.game), "evidence.camera": .string(camera), "evidence.reason": .string(problem.reason)])
+                        "A game has no clip of a camera", metadata: ErrorShape(code: problem.failed ? "clip_failed" : "clip_missing", message: problem.reason).metadata([
+                            "game.session": .string(job.game), "evidence.camera": .string(camera),
+                        ]))
                 }
             } else {
                 row.missing = "the camera has no stream to record"

@@ -70,10 +70,18 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     /// Installs the full pipeline behind this handler.
     private let installPipeline: (ChannelHandlerContext) throws -> Void
 
-    private var passing = false
+    /// What the connection does with the bytes that come.
+    private enum Mode {
+        /// Parsing requests and answering them as they come.
+        case reading
+        /// An answer waits for its write to be durable; nothing more is parsed until it is sent.
+        case answering
+        /// Handed to the full pipeline (``pass(context:)``): every byte goes on, for good.
+        case passed
+    }
+
+    private var mode = Mode.reading
     private var pending: ByteBuffer?
-    /// An answer waits for its write to be durable; nothing more is parsed until it is sent.
-    private var answering = false
     private var closeWhenIdle = false
     private var unflushed = false
     /// A read held back while too much waits behind an answer, or the client does not read.
@@ -120,7 +128,7 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable, !passing, !answering {
+        if context.channel.isWritable, mode == .reading {
             readRequests(context: context)
             resumeRead(context)
         }
@@ -128,7 +136,7 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !passing else {
+        guard mode != .passed else {
             context.fireChannelRead(data)
             return
         }
@@ -140,11 +148,11 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             pending!.writeBuffer(&bytes)
         }
-        if !answering { readRequests(context: context) }
+        if mode == .reading { readRequests(context: context) }
     }
 
     func read(context: ChannelHandlerContext) {
-        if !passing, !context.channel.isWritable || (answering && (pending?.readableBytes ?? 0) > Self.maxAhead) {
+        if mode != .passed, !context.channel.isWritable || (mode == .answering && (pending?.readableBytes ?? 0) > Self.maxAhead) {
             readHeld = true
             return
         }
@@ -153,15 +161,15 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Reads again after ``read(context:)`` held a read back, once nothing holds it.
     private func resumeRead(_ context: ChannelHandlerContext) {
-        guard readHeld, passing || (!answering && context.channel.isWritable) else { return }
+        guard readHeld, mode == .passed || (mode != .answering && context.channel.isWritable) else { return }
         readHeld = false
         context.read()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if !passing, event is ChannelShouldQuiesceEvent {
+        if mode != .passed, event is ChannelShouldQuiesceEvent {
             closeWhenIdle = true
-            guard !answering, (pending?.readableBytes ?? 0) == 0 else { return }
+            guard mode != .answering, (pending?.readableBytes ?? 0) == 0 else { return }
             if received {
                 context.close(promise: nil)
                 return
@@ -172,9 +180,9 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
             }
             return
         }
-        if !passing, let event = event as? ChannelEvent, event == .inputClosed {
+        if mode != .passed, let event = event as? ChannelEvent, event == .inputClosed {
             inputClosed = true
-            if !answering { readRequests(context: context) }
+            if mode == .reading { readRequests(context: context) }
             return
         }
         context.fireUserInboundEventTriggered(event)
@@ -186,7 +194,7 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     /// for a write, one is not for this path, or the client stops reading
     /// its answers.
     private func readRequests(context: ChannelHandlerContext) {
-        while !answering, !passing, context.channel.isWritable, var buffer = pending, buffer.readableBytes > 0 {
+        while mode == .reading, context.channel.isWritable, var buffer = pending, buffer.readableBytes > 0 {
             let parsed = buffer.withUnsafeReadableBytes { parse(UnsafeRawBufferPointer($0)) }
             switch parsed {
             case .incomplete:
@@ -215,7 +223,7 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
                 answer(targets[index], headers: headers, body: body, context: context)
             }
         }
-        guard !passing, !answering else { return }
+        guard mode == .reading else { return }
         flush(context)
         guard context.channel.isWritable else { return }
         if (pending?.readableBytes ?? 0) == 0 {
@@ -247,7 +255,7 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
     /// Hands the connection to the full pipeline, from the request at the
     /// start of `pending` on.
     private func pass(context: ChannelHandlerContext) {
-        passing = true
+        mode = .passed
         idle.cancel()
         flush(context)
         do {
@@ -372,14 +380,14 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
             result, on: context.eventLoop,
             beforeWaiting: {
                 // Nothing more is parsed until this answer is sent.
-                answering = true
+                mode = .answering
                 flush(context)
             }
         ) { answer in
             let (handler, context) = bound.value
             handler.write(answer, path: path, context: context)
-            guard handler.answering else { return }
-            handler.answering = false
+            guard handler.mode == .answering else { return }
+            handler.mode = .reading
             // A connection closed meanwhile keeps no timer or read going.
             guard context.channel.isActive else { return }
             handler.readRequests(context: context)

@@ -100,7 +100,7 @@ struct Ingress: Sendable {
             request = try route.read(body: body, header: header, now: now)
         } catch {
             GatewayMetrics.notification(provider: error.provider, result: error.reason.rawValue)
-            refusalLog.warning(error.logKind, error.logMessage, ["http.reason": .string(error.refusal.message)], on: logger)
+            refusalLog.warning(error.logKind, error.logMessage, error.shape.metadata(), on: logger)
             return .now(.error(error.refusal))
         }
         switch request {
@@ -119,13 +119,11 @@ struct Ingress: Sendable {
         let provider = notification.provider
         if let key = notification.replayKey, !replays.accept(signature: key.signature, timestamp: key.timestamp, now: now) {
             GatewayMetrics.notification(provider: provider, result: "replayed")
-            refusalLog.warning(
-                "\(provider).replayed", "Generic notification replayed", ["http.reason": "the same signed bytes were already accepted"], on: logger)
-            return .now(
-                .error(
-                    Refusal(
-                        .conflict, code: "replayed",
-                        "These signed bytes were already accepted; send each notification once, with its own timestamp and signature.")))
+            let refusal = Refusal(
+                .conflict, code: "replayed",
+                "These signed bytes were already accepted; send each notification once, with its own timestamp and signature.")
+            refusalLog.warning("\(provider).replayed", "Generic notification replayed", refusal.shape.metadata(), on: logger)
+            return .now(.error(refusal))
         }
         let age = GatewayMetrics.copyArrived(sent: notification.sent, now: now)
         // NetEase copies every account of the app, and sends a copy again

@@ -36,7 +36,7 @@ struct IncomingNotification: Sendable, Equatable {
 }
 
 /// An ingress request refused before it was read: the answer, and why.
-struct IngressRefusal: Error, Sendable, Equatable {
+struct IngressRefusal: ShapedError, Sendable, Equatable {
     enum Reason: String, Sendable {
         /// A bad signature, checksum, app key or timestamp: 401.
         case unauthorized
@@ -50,6 +50,9 @@ struct IngressRefusal: Error, Sendable, Equatable {
 
     /// The refusal log's kind (a constant, never text from the request).
     var logKind: String { "\(provider).\(reason.rawValue)" }
+
+    /// The caller's `{"code","message"}`, on the log line too.
+    var shape: ErrorShape { refusal.shape }
 
     /// The refusal log's line: `NetEase copy refused`, `Generic notification refused`.
     var logMessage: Logger.Message {

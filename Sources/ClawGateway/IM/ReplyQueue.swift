@@ -313,9 +313,9 @@ final class ReplyQueue: Service, Sendable {
             GatewayMetrics.reply(provider: delivery.provider, result: "failed")
             warnings.warning(
                 "failed", "Reply to player failed",
-                [
-                    "player.accid": .string(reply.player), "im.provider": .string(delivery.provider), "im.error": .string(reason),
-                ],
+                ErrorShape(code: "reply_failed", message: "The IM service did not take the reply", cause: reason).metadata([
+                    "player.accid": .string(reply.player), "im.provider": .string(delivery.provider),
+                ]),
                 on: logger)
         }
     }

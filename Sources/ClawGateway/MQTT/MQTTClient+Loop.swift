@@ -62,10 +62,9 @@ extension MQTTClient {
             if failures <= brokers.count || failures % 10 == 0 {
                 logger.warning(
                     "MQTT broker not reachable, retrying",
-                    metadata: [
-                        "mqtt.broker": "\(broker)", "mqtt.error": .string(error),
-                        "mqtt.retry_in_s": "\(next == 0 || dropped ? delay : 0)", "mqtt.failures": "\(failures)",
-                    ])
+                    metadata: ErrorShape(code: "mqtt_unreachable", message: "The broker was not reached", cause: error).metadata([
+                        "mqtt.broker": "\(broker)", "mqtt.retry_in_s": "\(next == 0 || dropped ? delay : 0)", "mqtt.failures": "\(failures)",
+                    ]))
             }
             // The next node of a cluster is tried at once; the backoff waits
             // once all have failed in turn, and after every deliberate drop
@@ -226,7 +225,9 @@ extension MQTTClient {
             let reason = String(
                 cString: configuration.protocolVersion == .v5 ? mosquitto_reason_string(reasonCode) : mosquitto_connack_string(reasonCode))
             core.lastError = "broker refused the connection: \(reason)"
-            logger.error("MQTT broker refused the connection", metadata: ["mqtt.reason": .string(reason)])
+            logger.error(
+                "MQTT broker refused the connection",
+                metadata: ErrorShape(code: "mqtt_refused", message: "The broker refused the connection", cause: reason).metadata())
         case .connack:
             core.connected()
             subscribeNow(core.subscriptions, &core)
@@ -238,7 +239,10 @@ extension MQTTClient {
             core.lost()
             guard running else { return }
             if reasonCode != 0 { core.lastError = "connection lost: \(Mosquitto.describe(reasonCode))" }
-            logger.warning("MQTT connection lost, reconnecting", metadata: ["mqtt.error": .string(Mosquitto.describe(reasonCode))])
+            logger.warning(
+                "MQTT connection lost, reconnecting",
+                metadata: ErrorShape(code: "mqtt_connection_lost", message: "The connection was lost", cause: Mosquitto.describe(reasonCode))
+                    .metadata())
         case .suback(let mid, let granted):
             guard let topics = core.pendingSubscribes.removeValue(forKey: mid) else { return }
             var ack = MQTTSubscribeAck(granted: [], refused: [])

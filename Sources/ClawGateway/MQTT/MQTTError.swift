@@ -52,3 +52,9 @@ enum Mosquitto {
         return "\(major).\(minor).\(revision)"
     }
 }
+
+extension MQTTError: ShapedError {
+    var shape: ErrorShape {
+        ErrorShape(code: "mqtt_\(code.rawValue)", message: message, cause: libraryCode.map { "libmosquitto error \($0)" })
+    }
+}

@@ -654,10 +654,9 @@ final class Machine: Sendable {
         case .dropped:
             logger.debug(
                 "Request refused",
-                metadata: [
+                metadata: ErrorShape(code: event.reason ?? "refused", message: "The player was answered command 9 with this code").metadata([
                     "player.accid": .string(event.player ?? ""), "wire.command": .string(event.command ?? "?"),
-                    "wire.error": .string(event.reason ?? ""),
-                ])
+                ]))
         default:
             break
         }

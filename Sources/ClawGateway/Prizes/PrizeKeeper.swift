@@ -29,7 +29,7 @@ protocol PrizeKeeper: Sendable {
 }
 
 /// Why a player's choice or an operator's shipping was refused; nothing changed.
-enum PrizeRefusal: Error, Sendable, Equatable {
+enum PrizeRefusal: ShapedError, Sendable, Equatable {
     /// No such prize of this player's (unknown, or another's: the same answer).
     case unknownPrize(String)
     /// The player's own prize, not `held`: it cannot be chosen for again.
@@ -44,6 +44,8 @@ enum PrizeRefusal: Error, Sendable, Equatable {
 }
 
 extension PrizeRefusal {
+    var shape: ErrorShape { refusal.shape }
+
     /// The refusal in the one shape HTTP callers get: 404 for what is not
     /// the caller's to know of, 409 naming the state for what is.
     var refusal: Refusal {

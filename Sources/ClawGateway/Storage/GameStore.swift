@@ -818,3 +818,9 @@ struct ShipEpoch: Sendable, Equatable {
             arguments: [id, String(base)])
     }
 }
+
+extension StorageError: ShapedError {
+    var shape: ErrorShape {
+        ErrorShape(code: "storage", message: "\(operation) failed on \(path)", cause: String(describing: underlying))
+    }
+}

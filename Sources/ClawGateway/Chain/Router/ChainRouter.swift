@@ -186,7 +186,7 @@ final class ChainRouter: Sendable {
                     "The arcade did not confirm the notification within router.receipt_timeout; send it again."))
         case .notPublished(let reason):
             RouterMetrics.refused[.busUnavailable]?.increment()
-            warn("bus_unavailable", "A copy not published: the router is not connected to the cluster", ["chain.error": .string(reason)])
+            warn("bus_unavailable", "A copy not published: the router is not connected to the cluster", ErrorShape(code: "bus_unavailable", message: "Not published", cause: reason).metadata())
             return .error(.unavailable("The router cannot reach the chain's cluster right now; send the notification again."))
         }
     }

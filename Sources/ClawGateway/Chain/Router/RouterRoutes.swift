@@ -68,7 +68,7 @@ struct RouterRoutes: Sendable {
             request = try route.read(body: body, header: { headers[$0] }, now: received)
         } catch {
             RouterMetrics.refused[error.reason == .unauthorized ? .unauthorized : .malformed]?.increment()
-            refusalLog.warning(error.logKind, error.logMessage, ["http.reason": .string(error.refusal.message)], on: logger)
+            refusalLog.warning(error.logKind, error.logMessage, error.shape.metadata(), on: logger)
             return .error(error.refusal)
         }
         switch request {

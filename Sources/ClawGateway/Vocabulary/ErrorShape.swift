@@ -54,34 +54,3 @@ extension Refusal: ShapedError {
 extension WireError: ShapedError {
     var shape: ErrorShape { ErrorShape(code: code.rawValue, message: message) }
 }
-
-extension MQTTError: ShapedError {
-    var shape: ErrorShape {
-        ErrorShape(code: "mqtt_\(code.rawValue)", message: message, cause: libraryCode.map { "libmosquitto error \($0)" })
-    }
-}
-
-extension StorageError: ShapedError {
-    var shape: ErrorShape {
-        ErrorShape(code: "storage", message: "\(operation) failed on \(path)", cause: String(describing: underlying))
-    }
-}
-
-extension ConfigError: ShapedError {
-    var shape: ErrorShape {
-        ErrorShape(
-            code: "config", message: "\(file): \(problems.count) problem\(problems.count == 1 ? "" : "s")",
-            cause: problems.map(\.description).joined(separator: "; "))
-    }
-}
-
-extension NetEaseAPIError: ShapedError {
-    var shape: ErrorShape {
-        switch self {
-        case .unreachable(let reason):
-            ErrorShape(code: "netease_unreachable", message: "NetEase's server API was not reached", cause: reason)
-        case .refused(let code, let desc):
-            ErrorShape(code: "netease_refused", message: "NetEase refused the call with code \(code)", cause: desc.isEmpty ? nil : desc)
-        }
-    }
-}
