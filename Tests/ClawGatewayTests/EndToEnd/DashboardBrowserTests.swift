@@ -85,6 +85,16 @@ extension HeavySuites {
                     try await page.waitFor("Ann's balance from her wallet") {
                         try await page.texts("\(Self.card("m1")) .player .balance") == [" · 3 credits"]
                     }
+                    // The board faults: her game is paid back, and its result says so.
+                    let board = try await TestSubscriber(broker: site.broker, topics: ["claw/m1/events"])
+                    try board.client.publish(
+                        "claw/m1/fault", payload: Array(#"{"code":"claw_rise_timeout","text":"The claw did not rise"}"#.utf8), qos: .atLeastOnce)
+                    _ = try await board.waitFor("claw/m1/events") { $0.contains(#""type":"credits""#) && $0.contains(#""data":"refund""#) }
+                    await board.stop()
+                    try await page.waitFor("Ann's faulted game marked refunded") {
+                        try await page.texts("\(Self.card("m1")) .results .refunded") == ["refunded 2 credits"]
+                    }
+                    #expect(try await page.texts("\(Self.card("m1")) .results li .outcome") == ["machine fault"])
                 }
             } catch {
                 await site.stop()

@@ -170,6 +170,11 @@
       machine.balance = event.balance;
       renderBalance(machine);
     }
+    // A game the machine failed paid back (SPEC §11): marked on its result, whichever comes first.
+    if (event.type === "credits" && event.data === "refund" && event.session) {
+      machine.refunds.set(event.session, event.change);
+      renderResults(machine);
+    }
     machine.last.textContent = "Last: " + event.type.replace(/_/g, " ") + " " + clockTime(event.ts);
     if (event.type === "game_ended" && isGame(event.outcome)) {
       machine.results.unshift({ id: event.session, nick: event.nick || event.player, player: event.player, outcome: event.outcome, ended_at: event.ts });
@@ -199,7 +204,7 @@
     for (const config of list) {
       // `corrections`: each listed game's Correct button and form, kept while
       // the list is drawn again so a reason being typed is not lost.
-      const machine = { id: config.id, name: config.name, prize: config.prize || null, snapshot: null, stats: null, results: [], corrections: new Map() };
+      const machine = { id: config.id, name: config.name, prize: config.prize || null, snapshot: null, stats: null, results: [], corrections: new Map(), refunds: new Map() };
       const card = el("section", "machine");
       card.dataset.machine = config.id;
       const head = el("header", "machine-head");
@@ -336,6 +341,12 @@
           item.append(" ", correctionMark(game.corrected));
         }
         if (game.ended_at) item.append(" ", el("span", "meta", clockTime(game.ended_at)));
+        if (machine.refunds.has(game.id)) {
+          const credits = machine.refunds.get(game.id);
+          const refunded = el("span", "refunded", "refunded" + (typeof credits === "number" ? " " + credits + " credit" + (credits === 1 ? "" : "s") : ""));
+          refunded.title = "The machine failed this game: its price went back to the player's wallet";
+          item.append(" ", refunded);
+        }
         // The game's video (SPEC §14): a button per camera's clip, which plays it below.
         for (const clip of game.evidence || []) {
           const play = el("button", "clip", "▶ " + clip.camera);
