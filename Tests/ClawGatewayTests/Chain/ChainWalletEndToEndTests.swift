@@ -188,6 +188,8 @@ extension DatabaseSuites {
                         == ["topup 10 -", "debit -2 arcade-1"])
                 #expect(try database.psql("SELECT count(*) FROM ledger WHERE kind = 'debit' AND site = 'arcade-2'") == ["0"])
                 #expect(await recorder.metric(#"claw_recorder_wallet_asks_total{result="debit_voucher_refused"}"#) ?? 0 >= 3)
+                // The flood's refusals beyond the site's budget were not sent: they would have queued ahead of ann's answer.
+                #expect(await recorder.metric(#"claw_recorder_wallet_asks_total{result="debit_voucher_refused_unsent"}"#) ?? 0 >= 500)
                 #expect(try database.psql("SELECT count(*) FROM wallets w WHERE balance <> (SELECT sum(credits) FROM ledger l WHERE l.account = w.account AND l.provider = w.provider)") == ["0"])
                 await recorder.stop()
             }

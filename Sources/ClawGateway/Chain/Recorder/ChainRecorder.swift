@@ -84,6 +84,8 @@ final class ChainRecorder: Sendable {
         var wallet: [String: Int] = [:]
         /// The asks waiting, a line per site, served in turn.
         var asks = SiteAskQueues<MQTTMessage>(perSite: ChainRecorder.walletLinePerSite)
+        /// Each site's budget of refusals answered (``refusalsPerSecond``).
+        var refusalBudgets: [String: TokenBucket] = [:]
     }
 
     /// What the recorder says of itself, for `/readyz` and the metrics.
@@ -161,6 +163,15 @@ final class ChainRecorder: Sendable {
     static let walletGroup = 32
     /// The most asks one site may have waiting; beyond, its asks are dropped.
     static let walletLinePerSite = 1000
+    /// The most refusals for a bad voucher answered to one site a second;
+    /// beyond, a refusal is counted and not sent. Every answer goes out on
+    /// the recorder's one connection at QoS 1, at most 20 unacknowledged: a
+    /// site flooding asks without a voucher would otherwise queue a
+    /// refusal per ask ahead of every other site's answer, and hold their
+    /// debits back past `chain.wallet_timeout` (the hostile-site test saw
+    /// it on a loaded box). A site's own debits carry their routers'
+    /// vouchers; a few a second refused is already a site gone wrong.
+    static let refusalsPerSecond = 20
 
     /// Answers the sites' debits and refunds as they come, in groups that
     /// serve the sites in turn (``SiteAskQueues``), each group one
@@ -201,6 +212,10 @@ final class ChainRecorder: Sendable {
                 warn("wallet_voucher", "A debit without a valid voucher of the routers: refused, nothing taken", [
                     "chain.site": .string(site), "game.session": .string(String(ask.session.prefix(64))), "chain.problem": .string(problem),
                 ])
+                guard mayAnswerRefusal(site) else {
+                    countWallet("debit_voucher_refused_unsent")
+                    continue
+                }
                 answer(ChainWalletAnswer(kind: ask.kind, session: ask.session, result: .refused, balance: nil), site: site)
                 continue
             }
@@ -226,6 +241,14 @@ final class ChainRecorder: Sendable {
             }
             countWallet("\(item.ask.kind.rawValue)_\(answer.result.rawValue)")
             self.answer(answer, site: item.site)
+        }
+    }
+
+    /// Whether a refusal to `site` is within its ``refusalsPerSecond``.
+    private func mayAnswerRefusal(_ site: String) -> Bool {
+        let now = clock.now()
+        return state.withLock { state in
+            state.refusalBudgets[site, default: TokenBucket(perSecond: Self.refusalsPerSecond, now: now)].take(now: now)
         }
     }
 

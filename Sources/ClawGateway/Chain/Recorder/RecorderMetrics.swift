@@ -38,7 +38,7 @@ enum RecorderMetrics {
     static let backlog = registry.makeGauge(descriptor: family("recorder_backlog", "", "Records received and not yet written."))
     /// What became of the sites' debits and refunds (SPEC §11).
     static let walletResults = [
-        "debit_debited", "debit_insufficient", "debit_refused", "debit_voucher_refused", "refund_refunded", "refund_nothing_to_refund",
+        "debit_debited", "debit_insufficient", "debit_refused", "debit_voucher_refused", "debit_voucher_refused_unsent", "refund_refunded", "refund_nothing_to_refund",
         "malformed", "unanswered", "dropped",
     ]
     static let wallet = Dictionary(
@@ -49,7 +49,7 @@ enum RecorderMetrics {
                     registry.makeCounter(
                         descriptor: family(
                             "recorder_wallet_asks", "total",
-                            "The sites' debits and refunds (SPEC §11), by what became of them: <kind>_<answer>, debit_voucher_refused (no valid voucher of the routers, SPEC §9), malformed (not answered), unanswered (PostgreSQL could not be reached), dropped (the site had \(ChainRecorder.walletLinePerSite) waiting)."),
+                            "The sites' debits and refunds (SPEC §11), by what became of them: <kind>_<answer>, debit_voucher_refused (no valid voucher of the routers, SPEC §9; debit_voucher_refused_unsent: of those, the refusals over a site's \(ChainRecorder.refusalsPerSecond) a second, not sent), malformed (not answered), unanswered (PostgreSQL could not be reached), dropped (the site had \(ChainRecorder.walletLinePerSite) waiting)."),
                         labels: [("result", result)]))
             )
         })
