@@ -4,7 +4,7 @@ import Foundation
 /// The `struct mosquitto *` of one client.
 ///
 /// `@unchecked Sendable`: every call into the library through it is made
-/// under the client's `io` lock, or by the client's loop thread while no
+/// under the client's one lock, or by the client's loop thread while no
 /// other thread may call (see ``MQTTClient``). The handle is destroyed only
 /// here, when nothing can reach it any more (the loop thread holds the
 /// client, which holds this).
