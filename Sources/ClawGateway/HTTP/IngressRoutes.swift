@@ -12,15 +12,14 @@ struct IngressRoutes<Context: RequestContext>: Sendable {
     let ingress: Ingress
 
     func add(to router: Router<Context>) {
-        for path in ingress.paths {
+        for (path, route) in ingress.routes {
             router.post(RouterPath(path)) { request, _ in
-                try await handle(request, path: path)
+                try await handle(request, route: route)
             }
         }
     }
 
-    private func handle(_ request: Request, path: String) async throws -> Response {
-        guard let route = ingress.route(path) else { throw HTTPError(.notFound) }
+    private func handle(_ request: Request, route: Ingress.Route) async throws -> Response {
         var request = request
         let body = Array(try await request.collectBody(upTo: JSONResponse.maxBody).readableBytesView)
         let headers = request.headers(named: route.headerNames)

@@ -106,9 +106,8 @@ final class RawIngress: ChannelDuplexHandler, RemovableChannelHandler {
         idle = ConnectionTimer(timeout: idleTimeout)
         serverHeader = Array("Server: \(serverName)\r\n".utf8)
         self.installPipeline = installPipeline
-        targets = ingress.paths.compactMap { path in
-            guard let route = ingress.route(path) else { return nil }
-            return Target(bytes: Array(path.utf8), path: path, route: route, headers: route.headerNames.sorted().map { Array($0.utf8) })
+        targets = ingress.routes.map { path, route in
+            Target(bytes: Array(path.utf8), path: path, route: route, headers: route.headerNames.sorted().map { Array($0.utf8) })
         }
     }
 

@@ -65,17 +65,10 @@ struct Ingress: Sendable {
         (im.netease.map { [($0.callbackPath, Route.netease($0))] } ?? []) + (im.generic.map { [(genericPath, Route.generic($0))] } ?? [])
     }
 
-    /// The path of each ingress configured, for the routes and the fast path.
-    var paths: [String] { Self.routes(of: im).map(\.path) }
+    /// Each ingress this gateway configures, with its path: for the routes and the fast path.
+    var routes: [(path: String, route: Route)] { Self.routes(of: im) }
 
     static let genericPath = "/v1/notifications"
-
-    /// Which ingress a POST to `path` is, if any.
-    func route(_ path: String) -> Route? {
-        if let netease = im.netease, path == netease.callbackPath { return .netease(netease) }
-        if let generic = im.generic, path == Self.genericPath { return .generic(generic) }
-        return nil
-    }
 
     enum Route: Sendable {
         case netease(NetEaseSettings)
@@ -117,7 +110,7 @@ struct Ingress: Sendable {
 
     private func handle(_ notification: IncomingNotification, now: Date, voucher: ChainVoucher?) -> IngressResult {
         let provider = notification.provider
-        if let key = notification.replayKey, !replays.accept(signature: key.signature, timestamp: key.timestamp, now: now) {
+        if case .webhook(let key) = notification.source, !replays.accept(signature: key.signature, timestamp: key.timestamp, now: now) {
             GatewayMetrics.notification(provider: provider, result: "replayed")
             let refusal = Refusal(
                 .conflict, code: "replayed",
@@ -128,11 +121,11 @@ struct Ingress: Sendable {
         let age = GatewayMetrics.copyArrived(sent: notification.sent, now: now)
         // NetEase copies every account of the app, and sends a copy again
         // when it is unsure: neither is a player's to be told of.
-        if let messageID = notification.messageID, !recentMessages.insert(messageID) {
+        if case .copy(let messageID?) = notification.source, !recentMessages.insert(messageID) {
             GatewayMetrics.notification(provider: provider, result: "duplicate")
             return .now(Self.copyAccepted)
         }
-        if provider == "netease", arcade.machine(notification.to) == nil {
+        if case .copy = notification.source, arcade.machine(notification.to) == nil {
             GatewayMetrics.notification(provider: provider, result: ErrorCode.unknownMachine.rawValue)
             return .now(Self.copyAccepted)
         }
@@ -148,7 +141,7 @@ struct Ingress: Sendable {
     private func told(_ outcome: RequestOutcome, of notification: IncomingNotification, saved: Bool) -> IngressAnswer {
         let told = saved ? outcome : .rejected(Arcade.notSavedInTime)
         GatewayMetrics.notification(provider: notification.provider, result: told.metricLabel)
-        guard let key = notification.replayKey else {
+        guard case .webhook(let key) = notification.source else {
             // NetEase reads only the status: a 503 counts the copy as not delivered.
             return saved ? Self.copyAccepted : IngressAnswer(status: .serviceUnavailable, body: Array(#"{"code":503}"#.utf8))
         }

@@ -24,10 +24,16 @@ struct IncomingNotification: Sendable, Equatable {
     var attach: [UInt8]
     /// When the sender stamped it (NetEase's `CurTime`, the generic `X-Claw-Timestamp`).
     var sent: Date
-    /// NetEase's `msgidServer`: the IM service's duplicates share it.
-    var messageID: String?
-    /// The generic webhook's signature and timestamp: what its replay guard keeps.
-    var replayKey: ReplayKey?
+    var source: Source
+
+    /// How it came, and so how it is checked against repeats and answered.
+    enum Source: Sendable, Equatable {
+        /// NetEase's copy, of every account of the app: answered by its
+        /// status alone. `msgidServer`: the IM service's duplicates share it.
+        case copy(messageID: String?)
+        /// The signed generic webhook: its signature and timestamp are what its replay guard keeps.
+        case webhook(ReplayKey)
+    }
 
     struct ReplayKey: Sendable, Equatable {
         var signature: String
@@ -92,7 +98,8 @@ extension Ingress.Route {
                 return .otherEvent
             case .notification(let from, let to, let attach, let messageID):
                 return .notification(
-                    IncomingNotification(provider: provider, from: from, to: to, attach: Array(attach.utf8), sent: sent, messageID: messageID))
+                    IncomingNotification(
+                        provider: provider, from: from, to: to, attach: Array(attach.utf8), sent: sent, source: .copy(messageID: messageID)))
             }
         case .generic(let settings):
             let key: IncomingNotification.ReplayKey
@@ -110,7 +117,7 @@ extension Ingress.Route {
             return .notification(
                 IncomingNotification(
                     provider: provider, from: envelope.from, to: envelope.to, attach: envelope.attach,
-                    sent: Date(timeIntervalSince1970: Double(key.timestamp)), replayKey: key))
+                    sent: Date(timeIntervalSince1970: Double(key.timestamp)), source: .webhook(key)))
         }
     }
 }
